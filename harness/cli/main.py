@@ -1,0 +1,54 @@
+"""The `harness` command: parsing and dispatch only. Each subcommand lives in its own module.
+
+Exit codes: 0 success; 1 the job ran and failed (tests failed, command exited non-zero is passed
+through by `harness exec`); 2 bad input; 3 infrastructure (Docker, image, model API) failure;
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from harness.errors import ConfigError, HarnessError, TaskError
+from sandbox.errors import DockerUnavailable, SandboxError
+
+SUBCOMMANDS = ["demo", "run", "exec", "shell", "sandbox", "tools", "approvals", "tasks", "eval"]
+
+EXIT_FAILED, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 1, 2, 3, 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="harness",
+        description="A sandboxed coding-agent harness: repair code with an LLM agent in a hardened, "
+                    "network-less Docker sandbox; evaluate agents in batch.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in SUBCOMMANDS:
+        module = importlib.import_module(f"harness.cli.{name}_cmd")
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted; containers of this run were removed", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (ConfigError, TaskError) as exc:
+        print(f"harness: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except DockerUnavailable as exc:
+        print(f"harness: Docker is not available: {exc}", file=sys.stderr)
+        return EXIT_INFRA
+    except (SandboxError, HarnessError) as exc:
+        print(f"harness: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_INFRA
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""One configuration tree for a run. The only module that reads environment variables.
+
+Each section is a frozen dataclass with explicit defaults. `Config.to_dict()` is written into every
+run's output so the run can be reproduced; `Config.from_dict()` rejects unknown keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from harness.errors import ConfigError
+from sandbox.api import Limits
+
+ENV_PREFIX = "HARNESS_"
+
+
+def _default_state_dir() -> Path:
+    from platformdirs import user_state_dir
+    return Path(user_state_dir("harness"))
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    image: str = "auto"           # "auto": the locally built sandbox image for `python`
+    python: str = "3.11"          # interpreter version inside the sandbox image
+    base: str = "auto"            # auto | debootstrap | registry: how the base image is made
+    limits: Limits = field(default_factory=Limits)
+
+
+@dataclass(frozen=True)
+class ToolsConfig:
+    history_window: int = 5       # observations older than the last N are summarised in the prompt
+    output_max_lines: int = 200   # shell observation budget: lines
+    output_max_bytes: int = 16_000  # shell observation budget: bytes
+    error_lines_max: int = 40     # lines that look like errors, shown first
+    command_timeout: float = 120.0  # default timeout of the shell tool, seconds
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    max_turns: int = 40
+    max_tokens_per_response: int = 8192
+    max_total_tokens: int | None = None
+    max_cost_usd: float | None = None
+    max_wall_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    spec: str = "auto"            # provider:model, scripted:PATH, gold, empty; auto picks by API key
+    tool_format: str = "native"   # native | react
+    base_url: str | None = None
+    temperature: float = 0.0
+
+
+@dataclass(frozen=True)
+class ApprovalConfig:
+    state_dir: Path = field(default_factory=_default_state_dir)
+    mode: str = "auto"            # ask | deny | policy-only; auto = ask on a terminal, deny otherwise
+    policy_file: Path | None = None
+    timeout_seconds: float = 600.0
+
+
+@dataclass(frozen=True)
+class Config:
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    tools: ToolsConfig = field(default_factory=ToolsConfig)
+    loop: LoopConfig = field(default_factory=LoopConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    approval: ApprovalConfig = field(default_factory=ApprovalConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _jsonable(dataclasses.asdict(self))
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any]) -> "Config":
+        return _build(Config, data, "config")
+
+    def replace(self, **sections: Any) -> "Config":
+        return dataclasses.replace(self, **sections)
+
+
+@dataclass(frozen=True)
+class Secrets:
+    """Credentials, read from the environment and never written into run outputs."""
+
+    anthropic_api_key: str | None = None
+    openai_api_key: str | None = None
+    openai_base_url: str | None = None
+
+
+def load(environ: Mapping[str, str] | None = None) -> tuple[Config, Secrets]:
+    """The default configuration, adjusted by HARNESS_* environment variables, and the secrets."""
+    env = os.environ if environ is None else environ
+    cfg = Config()
+    if env.get("HARNESS_STATE_DIR"):
+        cfg = cfg.replace(approval=dataclasses.replace(cfg.approval, state_dir=Path(env["HARNESS_STATE_DIR"])))
+    if env.get("HARNESS_MODEL"):
+        cfg = cfg.replace(model=dataclasses.replace(cfg.model, spec=env["HARNESS_MODEL"]))
+    if env.get("HARNESS_SANDBOX_BASE"):
+        cfg = cfg.replace(sandbox=dataclasses.replace(cfg.sandbox, base=env["HARNESS_SANDBOX_BASE"]))
+    secrets = Secrets(anthropic_api_key=env.get("ANTHROPIC_API_KEY") or None,
+                      openai_api_key=env.get("OPENAI_API_KEY") or None,
+                      openai_base_url=env.get("OPENAI_BASE_URL") or None)
+    return cfg, secrets
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def _build(cls: type, data: Mapping[str, Any], where: str) -> Any:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where} must be a mapping, got {type(data).__name__}: {data!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(f"unknown key(s) {unknown} in {where}; expected some of {sorted(fields)}, "
+                          f"e.g. {{\"{next(iter(fields))}\": ...}}")
+    kwargs: dict[str, Any] = {}
+    for name, value in data.items():
+        ftype = fields[name].type
+        sub = {"SandboxConfig": SandboxConfig, "ToolsConfig": ToolsConfig, "LoopConfig": LoopConfig,
+               "ModelConfig": ModelConfig, "ApprovalConfig": ApprovalConfig, "Limits": Limits}.get(str(ftype))
+        if sub is not None:
+            kwargs[name] = _build(sub, value, f"{where}.{name}")
+        elif name in ("state_dir", "policy_file") and value is not None:
+            kwargs[name] = Path(value)
+        else:
+            kwargs[name] = value
+    return cls(**kwargs)

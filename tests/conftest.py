@@ -1,0 +1,76 @@
+"""Shared fixtures. Docker tests run by default and fail (never skip) when Docker is missing."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TASKS_DIR = REPO_ROOT / "tasks"
+
+
+def _docker_client():  # type: ignore[no-untyped-def]
+    import docker
+    try:
+        client = docker.from_env()
+        client.ping()
+    except Exception as exc:  # noqa: BLE001 - any failure here means "no Docker"
+        pytest.fail(f"Docker is required for this test and is not reachable ({exc}). "
+                    "Start the Docker daemon (e.g. `sudo systemctl start docker`) and run again.",
+                    pytrace=False)
+    return client
+
+
+@pytest.fixture(scope="session")
+def docker_client():  # type: ignore[no-untyped-def]
+    return _docker_client()
+
+
+@pytest.fixture(scope="session")
+def sandbox_image(docker_client) -> str:  # type: ignore[no-untyped-def]
+    """The sandbox image tag, built once if its inputs changed."""
+    from sandbox.images import ensure_image
+    return ensure_image(python="3.11")
+
+
+@pytest.fixture
+def project_dir(tmp_path: Path) -> Path:
+    """A small project to put in a sandbox."""
+    root = tmp_path / "project"
+    (root / "pkg").mkdir(parents=True)
+    (root / "pkg" / "__init__.py").write_text("VALUE = 1\n")
+    (root / "README.md").write_text("a small project\n")
+    return root
+
+
+@pytest.fixture
+def sandbox(sandbox_image: str, project_dir: Path) -> Iterator["object"]:
+    """A running DockerSandbox holding `project_dir`'s files; removed afterwards."""
+    from sandbox.api import SandboxSpec
+    from sandbox.docker_sandbox import DockerSandbox
+    spec = SandboxSpec(image=sandbox_image, session=f"test-{uuid.uuid4().hex[:8]}", project_dir=project_dir,
+                       labels={"harness.test": "1"})
+    with DockerSandbox(spec) as box:
+        yield box
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if any test left a harness container or volume behind."""
+    try:
+        import docker
+        client = docker.from_env()
+        left = client.containers.list(all=True, filters={"label": "harness.test=1"})
+        vols = client.volumes.list(filters={"label": "harness.test=1"})
+    except Exception:  # noqa: BLE001 - no Docker: the Docker tests already failed saying so
+        return
+    if left or vols:
+        names = [c.name for c in left] + [v.name for v in vols]
+        for c in left:
+            c.remove(force=True)
+        for v in vols:
+            v.remove(force=True)
+        print(f"\nLEAK: tests left {len(names)} container(s)/volume(s) behind: {names} (removed now)")
+        session.exitstatus = 1
