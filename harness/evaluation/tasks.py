@@ -3,20 +3,39 @@
 Layout of a task directory::
 
     tasks/<id>/
-      task.json      {"id", "python", "test_cmd", "FAIL_TO_PASS", "PASS_TO_PASS", "requirements", ...}
+      task.json      {"id", "python", "test_cmd", "FAIL_TO_PASS", "PASS_TO_PASS", "requirements",
+                      "install_cmd"}
       problem.md     the problem statement, as a user would report it
-      repo/          the project's files at the base state
+      repo/          the project's files at the base state (or repo.tar.gz: the same as a tarball,
+                     possibly under one top folder)
       gold.patch     optional: a reference fix (unified diff against repo/)
-      test.patch     optional: tests applied at grading time only
+      test.patch     optional: tests applied at grading time only (the agent never sees them)
+
+`requirements` are pinned pip requirements (``name==version``, markers allowed) of the project's
+environment, the project itself excluded; `install_cmd` (optional) installs the project into that
+environment, run in its root, e.g. ``pip install --no-deps --no-build-isolation -e .``.
+`check_task` lists every problem of a directory at once; `load_task` refuses a directory that has any.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harness.errors import TaskError
+
+TASK_KEYS = {"id", "python", "test_cmd", "FAIL_TO_PASS", "PASS_TO_PASS", "requirements", "install_cmd",
+             "repo", "base_commit", "created_at", "version"}
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_PYTHON = re.compile(r"^3\.\d{1,2}$")
+_PINNED = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?\s*===?\s*[A-Za-z0-9.+!_-]+\s*(;.+)?$")
+TASK_EXAMPLE = ('{"id": "wordcount", "python": "3.11", "test_cmd": "python -m pytest -rA -q", '
+                '"FAIL_TO_PASS": ["tests/test_core.py::test_top_words_returns_n_items"], '
+                '"PASS_TO_PASS": ["tests/test_core.py::test_count_words_ignores_case"], '
+                '"requirements": ["pytest==8.3.5"]}')
 
 
 @dataclass(frozen=True)
@@ -35,28 +54,137 @@ class Task:
     extra: dict[str, object] = field(default_factory=dict)
 
 
-def load_task(path: Path) -> Task:
+def check_meta(meta: Any, where: str) -> list[str]:
+    """Every problem of a task's metadata (task.json or a SWE-bench instance), as readable lines."""
+    if not isinstance(meta, dict):
+        return [f"{where} must be a JSON object like {TASK_EXAMPLE}, got {type(meta).__name__}"]
+    problems = []
+    unknown = sorted(set(meta) - TASK_KEYS)
+    if unknown:
+        problems.append(f"{where}: unknown key(s) {unknown}; known keys are {sorted(TASK_KEYS)}")
+    if "id" in meta and not (isinstance(meta["id"], str) and _ID.match(meta["id"])):
+        problems.append(f"{where}: id must be letters, digits, '_', '.' or '-', got {meta['id']!r}; "
+                        "example: \"wordcount\"")
+    python = meta.get("python", "3.11")
+    if not (isinstance(python, str) and _PYTHON.match(python)):
+        problems.append(f"{where}: python must be a version string like \"3.11\", got {python!r}")
+    if not (isinstance(meta.get("test_cmd"), str) and meta["test_cmd"].strip()):
+        problems.append(f"{where}: test_cmd is required: the command that runs the tests in the project "
+                        f"root with pytest -rA output, got {meta.get('test_cmd')!r}; example: "
+                        "\"python -m pytest -rA -q\"")
+    problems += _check_test_ids(meta, where)
+    problems += _check_requirements(meta.get("requirements", []), where)
+    if meta.get("install_cmd") is not None and not isinstance(meta["install_cmd"], str):
+        problems.append(f"{where}: install_cmd must be a string or null, got {meta['install_cmd']!r}; "
+                        "example: \"pip install --no-deps --no-build-isolation -e .\"")
+    return problems
+
+
+def _check_test_ids(meta: dict[str, Any], where: str) -> list[str]:
+    problems = []
+    for key in ("FAIL_TO_PASS", "PASS_TO_PASS"):
+        value = meta.get(key, [])
+        if not (isinstance(value, list) and all(isinstance(t, str) and t.strip() for t in value)):
+            problems.append(f"{where}: {key} must be a list of pytest node ids, got {value!r}; example: "
+                            "[\"tests/test_core.py::test_top_words_returns_n_items\"]")
+    if not meta.get("FAIL_TO_PASS"):
+        problems.append(f"{where}: FAIL_TO_PASS is empty; a task needs at least one test that fails "
+                        "before the fix and passes after it")
+    return problems
+
+
+def _check_requirements(reqs: Any, where: str) -> list[str]:
+    if not isinstance(reqs, list):
+        return [f"{where}: requirements must be a list of pinned pip requirements, got {reqs!r}; "
+                "example: [\"pytest==8.3.5\"]"]
+    return [f"{where}: requirement {r!r} is not pinned; write name==version, e.g. \"pytest==8.3.5\""
+            for r in reqs if not (isinstance(r, str) and _PINNED.match(r.strip()))]
+
+
+def check_task(path: Path, *, patches: bool = True) -> list[str]:
+    """Every problem of the task directory `path` (empty when it is valid).
+
+    With `patches`, also check that gold.patch and test.patch apply to the base state.
+    """
     path = Path(path)
     meta_file = path / "task.json"
     if not meta_file.is_file():
-        raise TaskError(f"{path} is not a task directory: {meta_file} is missing; a task directory "
-                        "holds task.json, problem.md and repo/ (see tasks/wordcount)")
+        return [f"{path} is not a task directory: {meta_file} is missing; a task directory holds "
+                "task.json, problem.md and repo/ (see tasks/wordcount)"]
     try:
         meta = json.loads(meta_file.read_text())
     except json.JSONDecodeError as exc:
-        raise TaskError(f"{meta_file} is not valid JSON: {exc}") from exc
+        return [f"{meta_file} is not valid JSON ({exc}); example: {TASK_EXAMPLE}"]
+    problems = check_meta(meta, str(meta_file))
     problem = path / "problem.md"
-    repo = path / "repo"
-    if not problem.is_file() or not repo.is_dir():
-        raise TaskError(f"{path} needs problem.md and a repo/ folder (see tasks/wordcount)")
+    if not problem.is_file() or not problem.read_text().strip():
+        problems.append(f"{problem} is missing or empty: write the problem as a user would report it")
+    if not (path / "repo").is_dir() and not (path / "repo.tar.gz").is_file():
+        problems.append(f"{path} has neither repo/ nor repo.tar.gz: the project's files at the base state")
+    elif patches and not problems:
+        problems += _check_patches(path)
+    return problems
+
+
+def _check_patches(path: Path) -> list[str]:
+    """gold.patch and test.patch must be unified diffs that apply to the base state."""
+    import shutil
+    import tempfile
+
+    from harness.evaluation.sources import apply_patch, task_repo_dir
+    problems = []
+    for name in ("test.patch", "gold.patch"):
+        patch = path / name
+        if not patch.is_file():
+            continue
+        with tempfile.TemporaryDirectory(prefix="harness-check-") as tmp:
+            work = Path(tmp) / "repo"
+            shutil.copytree(task_repo_dir(path), work, symlinks=True)
+            outcome = apply_patch(work, patch.read_text())
+        if not outcome.applied:
+            problems.append(f"{patch} does not apply to the base state: {outcome.output.strip()[-500:]}; "
+                            "make it with `git diff` in a clean checkout of repo/")
+    return problems
+
+
+def load_task(path: Path) -> Task:
+    """The task in directory `path`. Raises TaskError listing every problem of an invalid one."""
+    from harness.evaluation.sources import task_repo_dir
+    path = Path(path)
+    problems = check_task(path, patches=False)
+    if problems:
+        raise TaskError(f"task {path} is invalid:\n  - " + "\n  - ".join(problems))
+    meta = json.loads((path / "task.json").read_text())
 
     def optional(name: str) -> str | None:
         f = path / name
         return f.read_text() if f.is_file() else None
 
-    return Task(id=str(meta.get("id", path.name)), problem_statement=problem.read_text(),
-                repo_dir=repo, test_cmd=meta.get("test_cmd"), python=str(meta.get("python", "3.11")),
+    return task_from_meta(meta, default_id=path.name, problem=(path / "problem.md").read_text(),
+                          repo_dir=task_repo_dir(path), gold_patch=optional("gold.patch"),
+                          test_patch=optional("test.patch"))
+
+
+def task_from_meta(meta: dict[str, Any], *, default_id: str, problem: str, repo_dir: Path,
+                   gold_patch: str | None, test_patch: str | None) -> Task:
+    extra = {k: meta[k] for k in ("repo", "base_commit", "created_at", "version") if k in meta}
+    return Task(id=str(meta.get("id", default_id)), problem_statement=problem, repo_dir=repo_dir,
+                test_cmd=meta.get("test_cmd"), python=str(meta.get("python", "3.11")),
                 fail_to_pass=tuple(meta.get("FAIL_TO_PASS", ())),
                 pass_to_pass=tuple(meta.get("PASS_TO_PASS", ())),
                 requirements=tuple(meta.get("requirements", ())), install_cmd=meta.get("install_cmd"),
-                gold_patch=optional("gold.patch"), test_patch=optional("test.patch"))
+                gold_patch=gold_patch, test_patch=test_patch, extra=extra)
+
+
+def find_task_dirs(paths: list[Path]) -> list[Path]:
+    """Task directories among `paths`: each path is a task directory or a folder of them."""
+    found: list[Path] = []
+    for p in map(Path, paths):
+        if (p / "task.json").is_file():
+            found.append(p)
+        elif p.is_dir():
+            found.extend(sorted(d for d in p.iterdir() if (d / "task.json").is_file()))
+        else:
+            raise TaskError(f"{p} is neither a task directory (with task.json) nor a folder of task "
+                            "directories; example: tasks/ or tasks/wordcount")
+    return found

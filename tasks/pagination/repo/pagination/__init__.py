@@ -1,0 +1,5 @@
+"""Split long lists into numbered pages."""
+
+from pagination.pager import Page, PageOutOfRange, page_count, paginate
+
+__all__ = ["Page", "PageOutOfRange", "page_count", "paginate"]
