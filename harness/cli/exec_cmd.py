@@ -1,0 +1,42 @@
+"""`harness exec [--dir DIR] [--timeout S] [--json] -- COMMAND`: one command, as the model would see it."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+from harness.cli.common import open_sandbox
+from harness.config import load
+from harness.errors import ConfigError
+from harness.tools.truncation import ERROR_PATTERN, Budget, format_observation
+
+
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    p = sub.add_parser("exec", help="run one command in a fresh sandbox and print what the model would see",
+                       description="Opens a fresh sandbox holding DIR's files, runs COMMAND through the shell "
+                                   "tool, prints the observation and exits with the command's exit code.")
+    p.add_argument("--dir", type=Path, default=None, help="project folder copied into /workspace (default: none)")
+    p.add_argument("--timeout", type=float, default=None, help="seconds before the command is killed")
+    p.add_argument("--json", action="store_true", help="print the structured result as JSON")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    words = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not words:
+        raise ConfigError("no command given; put it after --, e.g. harness exec --dir . -- python -m pytest -q")
+    command = " ".join(words) if len(words) > 1 else words[0]
+    config = load()[0]
+    timeout = args.timeout if args.timeout is not None else config.tools.command_timeout
+    with open_sandbox(args.dir, config, quiet=args.json) as box:
+        result = box.exec(command, timeout=timeout, error_pattern=ERROR_PATTERN)
+    t = config.tools
+    observation = format_observation(result, Budget(t.output_max_lines, t.output_max_bytes, t.error_lines_max))
+    if args.json:
+        print(json.dumps({"observation": observation, **dataclasses.asdict(result)}, ensure_ascii=False))
+    else:
+        print(observation)
+    return 124 if result.timed_out else result.exit_code

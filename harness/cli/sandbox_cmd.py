@@ -1,0 +1,42 @@
+"""`harness sandbox build|reap|limits`: the sandbox image and leftover containers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from harness.cli.common import stderr_progress
+from sandbox.docker_client import client_or_default
+from sandbox.images import PYTHON_RELEASES, ensure_image
+from sandbox.reaper import reap
+
+
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    p = sub.add_parser("sandbox", help="build the sandbox image, remove leftover containers")
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    b = actions.add_parser("build", help="build the sandbox image (only when its inputs changed)")
+    b.add_argument("--python", default="3.11", help=f"Python version in the image (offline: {', '.join(PYTHON_RELEASES)})")
+    b.add_argument("--base", choices=["auto", "registry", "debootstrap"], default="auto",
+                   help="auto: official python:X-slim image when a registry answers, else debootstrap Debian")
+    b.add_argument("--force", action="store_true", help="rebuild even when an up-to-date image exists")
+    b.set_defaults(func=_build)
+    r = actions.add_parser("reap", help="remove containers and volumes left by crashed harness runs")
+    r.add_argument("--all", action="store_true", help="remove every harness container, even of live runs")
+    r.add_argument("--json", action="store_true", help="print the removed names as JSON")
+    r.set_defaults(func=_reap)
+
+
+def _build(args: argparse.Namespace) -> int:
+    tag = ensure_image(python=args.python, base=args.base, progress=stderr_progress("sandbox build"),
+                       force=args.force)
+    print(tag)
+    return 0
+
+
+def _reap(args: argparse.Namespace) -> int:
+    removed = reap(client_or_default(), everything=args.all)
+    if args.json:
+        print(json.dumps(removed))
+    else:
+        print(f"removed {len(removed)}: {', '.join(removed)}" if removed else "nothing to remove")
+    return 0

@@ -1,0 +1,49 @@
+"""The `bash` tool: one command in the sandbox, answered with an observation built for a model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.config import ToolsConfig
+from harness.errors import ToolError
+from harness.tools.base import Effect, Tool, ToolContext
+from harness.tools.truncation import ERROR_PATTERN, Budget, format_observation
+from sandbox.errors import ChannelClosed
+
+DESCRIPTION = (
+    "Run a bash command in /workspace, the project's folder inside an isolated sandbox with no network. "
+    "Use it to run tests, scripts, git and other programs. Each command starts fresh: nothing it leaves "
+    "running in the background survives it, and stdin is closed. You get the exit code, duration and "
+    "output; long output is cut (lines that look like errors first, then head and tail) and the full "
+    "output is saved to a file you can page with `view`. Prefer `view`, `search` and the edit tools for "
+    "reading and changing files.")
+
+
+def bash_tool(config: ToolsConfig) -> Tool:
+    budget = Budget(max_lines=config.output_max_lines, max_bytes=config.output_max_bytes,
+                    error_lines=config.error_lines_max)
+    default_timeout = config.command_timeout
+
+    def run(ctx: ToolContext, command: str, timeout: float | None = None) -> str:
+        seconds = float(timeout if timeout is not None else default_timeout)
+        try:
+            result = ctx.sandbox.exec(command, timeout=seconds, error_pattern=ERROR_PATTERN)
+        except ChannelClosed as exc:
+            ctx.sandbox.restart_channel()
+            raise ToolError(f"the sandbox's command channel died while running {command!r} (often the memory "
+                            f"limit killing it); it has been restarted, and the command's outcome is unknown: "
+                            f"check its effects before running it again. Detail: {exc}") from exc
+        return format_observation(result, budget)
+
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "minLength": 1,
+                        "description": "The bash command, e.g. \"python -m pytest -q tests/test_core.py\"."},
+            "timeout": {"type": "number", "minimum": 1, "maximum": 3600,
+                        "description": f"Seconds before the command is killed (default {default_timeout:g})."},
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    }
+    return Tool(name="bash", description=DESCRIPTION, parameters=parameters, effect=Effect.SANDBOX, function=run)

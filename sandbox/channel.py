@@ -1,0 +1,108 @@
+"""The exec channel's host end: one `docker exec` kept open for the whole session.
+
+The in-sandbox end is `image/channel_server.py`. Requests and answers are frames (4-byte big-endian
+length + JSON) carried over the exec's stdin and stdout. Without a TTY, Docker multiplexes the exec's
+output: each piece comes with an 8-byte header (stream id, 3 zero bytes, 4-byte big-endian size),
+which is undone here. What the server writes to stderr is kept (bounded) to explain a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import threading
+from typing import Any
+
+import docker
+
+from sandbox.errors import ChannelClosed, ChannelError
+
+SERVER_PATH = "/opt/harness/channel_server.py"
+MAX_FRAME = 1 << 30
+
+
+class Channel:
+    """A framed request/response channel to the server process inside a container."""
+
+    def __init__(self, client: docker.DockerClient, container_id: str, user: str, env: dict[str, str]) -> None:
+        self._api = client.api
+        self._lock = threading.Lock()
+        self._stdout = bytearray()
+        self._stderr = bytearray()
+        self.exec_id = self._api.exec_create(container_id, ["python3", "-u", SERVER_PATH], stdin=True,
+                                             stdout=True, stderr=True, user=user, environment=env,
+                                             workdir="/")["Id"]
+        wrapped = self._api.exec_start(self.exec_id, socket=True)
+        self._sock: socket.socket = getattr(wrapped, "_sock", wrapped)
+        self._wrapped = wrapped
+        self._sock.settimeout(30)
+        hello = self._read_frame()
+        if not hello.get("ready"):
+            raise ChannelError(f"the channel server did not start: {hello!r}")
+        self.server_pid = int(hello["pid"])
+
+    def request(self, payload: dict[str, Any], timeout: float | None = 30.0) -> dict[str, Any]:
+        """Send one request and wait for its answer.
+
+        Raises:
+            ChannelClosed: the server died or the answer did not come within `timeout` seconds.
+        """
+        body = json.dumps(payload).encode()
+        with self._lock:
+            try:
+                self._sock.settimeout(timeout)
+                self._sock.sendall(struct.pack(">I", len(body)) + body)
+                return self._read_frame()
+            except (OSError, socket.timeout) as exc:
+                raise ChannelClosed(f"the exec channel stopped answering ({type(exc).__name__}: {exc})"
+                                    f"{self._stderr_note()}") from exc
+
+    def close(self) -> None:
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        for closer in (self._sock.close, getattr(self._wrapped, "close", None)):
+            if closer is not None:
+                try:
+                    closer()
+                except OSError:
+                    pass
+
+    def _stderr_note(self) -> str:
+        text = bytes(self._stderr[-2000:]).decode("utf-8", "replace").strip()
+        return f"; the server's last words: {text}" if text else ""
+
+    def _read_frame(self) -> dict[str, Any]:
+        while len(self._stdout) < 4:
+            self._read_multiplexed()
+        (size,) = struct.unpack(">I", self._stdout[:4])
+        if size > MAX_FRAME:
+            raise ChannelClosed(f"the exec channel sent a frame of {size} bytes (over {MAX_FRAME}); "
+                                "it is out of sync and must be restarted")
+        while len(self._stdout) < 4 + size:
+            self._read_multiplexed()
+        body = bytes(self._stdout[4:4 + size])
+        del self._stdout[:4 + size]
+        return json.loads(body)
+
+    def _read_multiplexed(self) -> None:
+        header = self._recv_exact(8)
+        stream, size = header[0], struct.unpack(">I", header[4:])[0]
+        data = self._recv_exact(size)
+        if stream == 2:
+            self._stderr += data
+            del self._stderr[:-8192]
+        else:
+            self._stdout += data
+
+    def _recv_exact(self, n: int) -> bytes:
+        parts = bytearray()
+        while len(parts) < n:
+            chunk = self._sock.recv(min(n - len(parts), 1 << 20))
+            if not chunk:
+                raise ChannelClosed("the exec channel closed: its server process exited or the container "
+                                    f"stopped{self._stderr_note()}")
+            parts += chunk
+        return bytes(parts)

@@ -1,0 +1,113 @@
+"""Packing a host directory for the sandbox, and unpacking what comes out of it, safely.
+
+Out-copy is the dangerous direction: the sandbox's files are written by the agent. `safe_extract`
+checks every member before writing anything: no absolute paths, no `..`, only regular files,
+directories and symlinks whose target stays inside the copied tree; and caps on size and count. Files
+are then written with O_NOFOLLOW under parents that are checked not to lead out of the destination.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import posixpath
+import stat
+import tarfile
+from pathlib import Path
+
+from sandbox.errors import CopyError
+
+SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".pytest_cache", ".mypy_cache", ".venv", ".tox"}
+
+
+def pack_directory(src: Path, max_bytes: int, max_files: int, skip: set[str] = SKIP_DIRS) -> bytes:
+    """A tar of `src`'s regular files, directories and symlinks (links are stored, never followed)."""
+    src = Path(src)
+    if not src.is_dir():
+        raise CopyError(f"project directory {str(src)!r} does not exist or is not a directory; "
+                        "pass a folder holding the project's files, e.g. --dir tasks/wordcount/repo")
+    buf = io.BytesIO()
+    total = count = 0
+    with tarfile.open(fileobj=buf, mode="w:") as tar:
+        for root, dirs, files in os.walk(src, followlinks=False):
+            dirs[:] = sorted(d for d in dirs if d not in skip)
+            for name in dirs + sorted(files):
+                full = os.path.join(root, name)
+                mode = os.lstat(full).st_mode
+                if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
+                    continue   # sockets, fifos, devices never enter the sandbox
+                info = tar.gettarinfo(full, arcname=os.path.relpath(full, src))
+                info.uid = info.gid = 1000
+                info.uname = info.gname = ""
+                count += 1
+                total += info.size if info.isfile() else 0
+                if count > max_files or total > max_bytes:
+                    raise CopyError(f"{src} holds more than the copy limit ({max_files} files or "
+                                    f"{max_bytes} bytes); raise SandboxSpec.max_copy_bytes/max_copy_files "
+                                    "or point at a smaller project directory")
+                if info.isfile():
+                    with open(full, "rb") as f:
+                        tar.addfile(info, f)
+                else:
+                    tar.addfile(info)
+    return buf.getvalue()
+
+
+def check_members(tar: tarfile.TarFile, max_bytes: int, max_files: int) -> list[tarfile.TarInfo]:
+    members = tar.getmembers()
+    if len(members) > max_files:
+        raise CopyError(f"the sandbox directory holds {len(members)} entries, over the cap of {max_files}")
+    total = 0
+    for m in members:
+        name = m.name
+        parts = name.split("/")
+        if name.startswith("/") or ".." in parts:
+            raise CopyError(f"refusing to copy out {name!r}: absolute paths and '..' are not allowed")
+        if m.isfile():
+            total += m.size
+        elif m.issym():
+            target = posixpath.normpath(posixpath.join(posixpath.dirname(name), m.linkname))
+            if m.linkname.startswith("/") or target == ".." or target.startswith("../"):
+                raise CopyError(f"refusing to copy out symlink {name!r} -> {m.linkname!r}: it points "
+                                "outside the copied directory")
+        elif not m.isdir():
+            raise CopyError(f"refusing to copy out {name!r}: only regular files, directories and symlinks "
+                            f"are copied (this is a {_kind(m)})")
+    if total > max_bytes:
+        raise CopyError(f"the sandbox directory holds {total} bytes, over the cap of {max_bytes}")
+    return members
+
+
+def safe_extract(data: bytes, dest: Path, max_bytes: int, max_files: int) -> list[str]:
+    """Write a tar from the sandbox into `dest` after checking all of it; returns relative paths."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    root = os.path.realpath(dest)
+    written: list[str] = []
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+        members = check_members(tar, max_bytes, max_files)
+        for m in members:
+            target = os.path.join(root, m.name)
+            parent = os.path.realpath(os.path.dirname(target))
+            if parent != root and not parent.startswith(root + os.sep):
+                raise CopyError(f"refusing to write {m.name!r}: its parent leads outside {dest}")
+            if m.isdir():
+                os.makedirs(target, exist_ok=True)
+            elif m.issym():
+                os.symlink(m.linkname, target)
+            else:
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, m.mode & 0o755)
+                with os.fdopen(fd, "wb") as out, tar.extractfile(m) as src:  # type: ignore[union-attr]
+                    out.write(src.read())
+            written.append(m.name)
+    return written
+
+
+def _kind(m: tarfile.TarInfo) -> str:
+    if m.islnk():
+        return "hard link"
+    if m.ischr() or m.isblk():
+        return "device file"
+    if m.isfifo():
+        return "fifo"
+    return "special file"

@@ -1,0 +1,443 @@
+#!/usr/bin/env python3
+"""The exec channel's in-sandbox end: one long-lived process per session.
+
+It reads requests from stdin and writes answers to stdout, each a frame: a 4-byte big-endian length,
+then that many bytes of UTF-8 JSON. One request at a time. There is no network in the sandbox; the
+host reaches this process through the stdin/stdout of a `docker exec`.
+
+Operations: ping, exec, read, write, put_tar, get_tar. `exec` runs a command with bash in its own
+process group and session, stdin closed, output read with bounded memory (head, tail, lines that
+match an error pattern, and the first bytes saved to a file); on timeout the whole group gets
+SIGTERM, then SIGKILL after a grace period. After every command, every process the command left
+behind (daemons, setsid'd children, SIGTERM-ignoring loops) is killed.
+
+Runs on the sandbox's own Python (3.9 or newer), standard library only. This file is over 250
+lines because it must be a single self-contained file copied into the image.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import os
+import re
+import selectors
+import signal
+import struct
+import subprocess
+import sys
+import tarfile
+import time
+
+WORKDIR = "/workspace"
+MAX_FRAME = 1 << 30
+CHUNK = 1 << 16
+
+
+def read_frame(stream) -> dict | None:
+    header = stream.read(4)
+    if len(header) < 4:
+        return None
+    (size,) = struct.unpack(">I", header)
+    if size > MAX_FRAME:
+        raise ValueError(f"frame of {size} bytes exceeds {MAX_FRAME}")
+    body = stream.read(size)
+    if len(body) < size:
+        return None
+    return json.loads(body.decode("utf-8"))
+
+
+def write_frame(stream, obj: dict) -> None:
+    body = json.dumps(obj).encode("utf-8")
+    stream.write(struct.pack(">I", len(body)) + body)
+    stream.flush()
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+class Capture:
+    """One output stream: counted in full, kept in bounded pieces."""
+
+    def __init__(self, head_max: int, tail_max: int, save_path: str | None, save_max: int,
+                 error_re: re.Pattern | None, error_max: int) -> None:
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.head_max, self.tail_max = head_max, tail_max
+        self.total = 0
+        self.lines = 0
+        self.errors: list = []
+        self.errors_total = 0
+        self.error_re, self.error_max = error_re, error_max
+        self.carry = b""
+        self.save_path, self.save_max, self.saved = save_path, save_max, 0
+        self.save_file = None   # opened only once the output outgrows the head
+
+    def feed(self, chunk: bytes) -> None:
+        before = self.total
+        self.total += len(chunk)
+        room = self.head_max - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+        rest = chunk[max(room, 0):]
+        if rest:
+            self.tail += rest
+            if len(self.tail) > 2 * self.tail_max:
+                del self.tail[: len(self.tail) - self.tail_max]
+        if self.save_path:
+            self._save(chunk, before)
+        if self.error_re is not None:
+            self._scan(chunk)
+        else:
+            self.lines += chunk.count(b"\n")
+
+    def _save(self, chunk: bytes, before: int) -> None:
+        if self.save_file is None:
+            if self.total <= self.head_max:
+                return   # small outputs are never written to disk
+            self.save_file = open(self.save_path, "wb")
+            self.save_file.write(self.head[:before])
+            self.saved = before
+        if self.saved < self.save_max:
+            part = chunk[: self.save_max - self.saved]
+            self.save_file.write(part)
+            self.saved += len(part)
+
+    def _scan(self, chunk: bytes) -> None:
+        buf = self.carry + chunk
+        end = buf.rfind(b"\n") + 1
+        first_line = self.lines + 1
+        if end:
+            self.lines += buf.count(b"\n", 0, end)
+            self._matches(buf, end, first_line)
+        self.carry = buf[end:][-8192:]
+
+    def _matches(self, buf: bytes, end: int, first_line: int) -> None:
+        if len(self.errors) >= self.error_max:
+            self.errors_total += len(self.error_re.findall(buf, 0, end))
+            return
+        pos, line_no, counted_to = 0, first_line, 0
+        while pos < end:
+            m = self.error_re.search(buf, pos, end)
+            if m is None:
+                return
+            start = buf.rfind(b"\n", 0, m.start()) + 1
+            stop = buf.find(b"\n", m.start(), end)
+            stop = end - 1 if stop < 0 else stop
+            line_no += buf.count(b"\n", counted_to, start)
+            counted_to = start
+            self.errors_total += 1
+            if len(self.errors) < self.error_max:
+                self.errors.append([line_no, b64(buf[start:stop][:400])])
+            pos = stop + 1
+
+    def finish(self, keep_saved: bool) -> dict:
+        if self.carry and self.error_re is not None and self.error_re.search(self.carry):
+            self.errors_total += 1
+            if len(self.errors) < self.error_max:
+                self.errors.append([self.lines + 1, b64(self.carry[:400])])
+        last = (self.tail or self.head)[-1:]
+        if self.total and last != b"\n":
+            self.lines += 1
+        if self.total <= len(self.head) + len(self.tail):
+            head, tail, truncated = bytes(self.head + self.tail), b"", False
+        else:
+            head, tail, truncated = bytes(self.head), bytes(self.tail[-self.tail_max:]), True
+        saved_path = None
+        if self.save_file is not None:
+            self.save_file.close()
+            if truncated and keep_saved:
+                saved_path = self.save_path
+            else:
+                os.unlink(self.save_path)
+        return {"head": b64(head), "tail": b64(tail), "total_bytes": self.total,
+                "total_lines": self.lines, "truncated": truncated, "error_lines": self.errors,
+                "error_lines_total": self.errors_total, "saved_path": saved_path,
+                "saved_bytes": self.saved if saved_path else 0}
+
+
+def _pidfd(pid: int):
+    """A file descriptor that becomes readable when `pid` exits (Linux 5.3+), or None."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+class Server:
+    def __init__(self) -> None:
+        self.me = os.getpid()
+        self.uid = os.getuid()
+        self.counter = 0
+        self.protected = self._initial_processes()
+        self.killed: set = set()   # leftovers killed during the current command
+
+    # ---- process hygiene -------------------------------------------------------------------
+    def _processes(self) -> dict:
+        procs = {}
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    stat = f.read()
+                uid = os.stat(f"/proc/{name}").st_uid
+            except OSError:
+                continue
+            fields = stat[stat.rfind(b")") + 2:].split()
+            procs[int(name)] = (int(fields[1]), fields[0] == b"Z", uid)
+        return procs
+
+    def _initial_processes(self) -> set:
+        """pid 1, the container's main process, and processes started from outside (ppid 0)."""
+        keep = {1, self.me}
+        for pid, (ppid, _zombie, _uid) in self._processes().items():
+            if ppid in (0, 1) and pid != self.me:
+                keep.add(pid)
+        return keep
+
+    def kill_leftovers(self) -> int:
+        """SIGKILL every process of ours that is not protected, until none is left."""
+        killed = self.killed
+        for _ in range(200):
+            found = False
+            for pid, (ppid, zombie, uid) in self._processes().items():
+                if pid in self.protected or zombie or uid != self.uid or ppid == 0:
+                    continue
+                found = True
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.add(pid)
+                except OSError:
+                    pass
+            if not found:
+                break
+            time.sleep(0.002)
+        return len(killed)
+
+    # ---- operations -------------------------------------------------------------------------
+    def op_ping(self, req: dict) -> dict:
+        return {"pid": self.me, "uid": self.uid, "python": sys.version.split()[0]}
+
+    def op_exec(self, req: dict) -> dict:
+        self.counter += 1
+        out_dir = req.get("output_dir")
+        if out_dir:
+            os.makedirs(out_dir, exist_ok=True)
+        pattern = req.get("error_pattern")
+        error_re = re.compile(pattern.encode(), re.MULTILINE) if pattern else None
+        caps = []
+        for name in ("stdout", "stderr"):
+            path = f"{out_dir}/cmd-{self.counter}.{name}.txt" if out_dir else None
+            caps.append(Capture(req.get("head_bytes", 32768), req.get("tail_bytes", 32768), path,
+                                req.get("save_bytes", 8 << 20), error_re, req.get("error_lines", 50)))
+        env = req.get("env") or {}
+        self.killed = set()
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(["/bin/bash", "-c", req["command"]], cwd=req.get("cwd", WORKDIR),
+                                    env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, start_new_session=True, close_fds=True)
+        except OSError as exc:
+            for c in caps:
+                c.finish(False)
+            return {"spawn_error": f"{type(exc).__name__}: {exc}"}
+        timed_out = self._pump(proc, caps, float(req.get("timeout", 60)), float(req.get("grace", 2)))
+        code = proc.wait()
+        duration = time.monotonic() - started
+        self.kill_leftovers()
+        killed = len(self.killed)
+        exit_code = 128 - code if code < 0 else code
+        return {"exit_code": exit_code, "duration": duration, "timed_out": timed_out,
+                "killed_leftovers": killed,
+                "stdout": caps[0].finish(req.get("save", True)),
+                "stderr": caps[1].finish(req.get("save", True))}
+
+    def _pump(self, proc: subprocess.Popen, caps: list, timeout: float, grace: float) -> bool:
+        """Read both pipes until they close; returns whether the command timed out."""
+        sel = selectors.DefaultSelector()
+        for stream, cap in zip((proc.stdout, proc.stderr), caps):
+            os.set_blocking(stream.fileno(), False)
+            sel.register(stream.fileno(), selectors.EVENT_READ, cap)
+        pidfd = watching = _pidfd(proc.pid)
+        if pidfd is not None:
+            sel.register(pidfd, selectors.EVENT_READ, None)   # readable once bash has exited
+        deadline = time.monotonic() + timeout
+        hard_deadline = None
+        timed_out = False
+        while len(sel.get_map()) > (1 if watching is not None else 0):
+            now = time.monotonic()
+            if hard_deadline is None and proc.poll() is not None:
+                hard_deadline = now + 0.1   # bash is gone; whatever still holds the pipes is a leftover
+            if not timed_out and now >= deadline:
+                timed_out = True
+                self._terminate_group(proc, grace)
+                hard_deadline = time.monotonic() + 0.5
+            if hard_deadline is not None and now >= hard_deadline:
+                self._drain(sel)
+                break
+            limit = deadline if hard_deadline is None else hard_deadline
+            wait = min(limit - now, 0.5 if watching is not None else 0.02)
+            for key, _ in sel.select(max(0.0, wait)):
+                if key.data is None:
+                    sel.unregister(key.fd)
+                    watching = None
+                    continue
+                try:
+                    data = os.read(key.fd, CHUNK)
+                except BlockingIOError:
+                    continue
+                if data:
+                    key.data.feed(data)
+                else:
+                    sel.unregister(key.fd)
+        sel.close()
+        if pidfd is not None:
+            os.close(pidfd)
+        proc.stdout.close()
+        proc.stderr.close()
+        if not timed_out and proc.poll() is None:
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                self._terminate_group(proc, grace)
+        return timed_out
+
+    def _drain(self, sel: selectors.BaseSelector) -> None:
+        self.kill_leftovers()
+        for key in list(sel.get_map().values()):
+            while key.data is not None:
+                try:
+                    data = os.read(key.fd, CHUNK)
+                except (BlockingIOError, OSError):
+                    break
+                if not data:
+                    break
+                key.data.feed(data)
+
+    def _terminate_group(self, proc: subprocess.Popen, grace: float) -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except OSError:
+            pass
+        end = time.monotonic() + grace
+        while time.monotonic() < end and proc.poll() is None:
+            time.sleep(0.01)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        self.kill_leftovers()
+
+    def op_read(self, req: dict) -> dict:
+        path = os.path.join(WORKDIR, req["path"])
+        real = os.path.realpath(path)
+        digest = hashlib.sha256()
+        limit = req.get("max_bytes")
+        kept = bytearray()
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            while True:
+                block = f.read(1 << 20)
+                if not block:
+                    break
+                digest.update(block)
+                if limit is None or len(kept) < limit:
+                    kept += block if limit is None else block[: limit - len(kept)]
+        return {"realpath": real, "data": b64(bytes(kept)), "sha256": digest.hexdigest(), "size": size}
+
+    def op_write(self, req: dict) -> dict:
+        path = os.path.join(WORKDIR, req["path"])
+        data = base64.b64decode(req["data"])
+        expect = req.get("expect_sha256")
+        try:
+            with open(path, "rb") as f:
+                current = hashlib.sha256(f.read()).hexdigest()
+            mode = os.stat(path).st_mode & 0o7777
+        except FileNotFoundError:
+            current, mode = "", 0o644
+        if expect is not None and expect != current:
+            return {"written": False, "conflict": True, "sha256": current}
+        if req.get("mode") is not None:
+            mode = int(req["mode"])
+        parent = os.path.dirname(path) or "."
+        os.makedirs(parent, exist_ok=True)
+        tmp = os.path.join(parent, f".{os.path.basename(path)}.harness-tmp-{os.getpid()}")
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+        return {"written": True, "conflict": False, "sha256": hashlib.sha256(data).hexdigest()}
+
+    def op_put_tar(self, req: dict) -> dict:
+        dest = req.get("dest", WORKDIR)
+        os.makedirs(dest, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(base64.b64decode(req["data"])), mode="r:") as tar:
+            members = []
+            for m in tar.getmembers():
+                parts = m.name.split("/")
+                if m.name.startswith("/") or ".." in parts or not (m.isfile() or m.isdir() or m.issym()):
+                    raise ValueError(f"refusing tar member {m.name!r}")
+                m.uid, m.gid, m.uname, m.gname = os.getuid(), os.getgid(), "", ""
+                members.append(m)
+            tar.extractall(dest, members=members, numeric_owner=True)
+        return {"count": len(members)}
+
+    def op_get_tar(self, req: dict) -> dict:
+        src = req.get("src", WORKDIR)
+        max_bytes, max_files = int(req["max_bytes"]), int(req["max_files"])
+        exclude = set(req.get("exclude", []))
+        buf = io.BytesIO()
+        total = count = 0
+        with tarfile.open(fileobj=buf, mode="w:") as tar:
+            for root, dirs, files in os.walk(src, followlinks=False):
+                dirs[:] = sorted(d for d in dirs if d not in exclude)
+                for name in sorted(dirs) + sorted(files):
+                    full = os.path.join(root, name)
+                    rel = os.path.relpath(full, src)
+                    info = tar.gettarinfo(full, arcname=rel)
+                    count += 1
+                    total += info.size if info.isfile() else 0
+                    if count > max_files or total > max_bytes:
+                        return {"too_large": True, "count": count, "bytes": total}
+                    if info.isfile():
+                        with open(full, "rb") as f:
+                            tar.addfile(info, f)
+                    else:
+                        tar.addfile(info)
+        return {"data": b64(buf.getvalue()), "count": count, "bytes": total}
+
+    def handle(self, req: dict) -> dict:
+        op = getattr(self, "op_" + str(req.get("op")), None)
+        if op is None:
+            return {"ok": False, "error": {"type": "ValueError", "message": f"unknown op {req.get('op')!r}"}}
+        try:
+            result = op(req)
+        except OSError as exc:
+            return {"ok": False, "error": {"type": type(exc).__name__, "errno": exc.errno,
+                                           "message": exc.strerror or str(exc), "filename": exc.filename}}
+        except Exception as exc:  # noqa: BLE001 - reported to the host, the channel lives on
+            return {"ok": False, "error": {"type": type(exc).__name__, "message": str(exc)}}
+        result["ok"] = True
+        return result
+
+
+def main() -> int:
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    server = Server()
+    write_frame(stdout, {"ok": True, "ready": True, "pid": server.me})
+    while True:
+        req = read_frame(stdin)
+        if req is None:
+            return 0
+        write_frame(stdout, server.handle(req))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
