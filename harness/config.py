@@ -59,10 +59,17 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class ApprovalConfig:
-    state_dir: Path = field(default_factory=_default_state_dir)
-    mode: str = "auto"            # ask | deny | policy-only; auto = ask on a terminal, deny otherwise
-    policy_file: Path | None = None
-    timeout_seconds: float = 600.0
+    state_dir: Path = field(default_factory=_default_state_dir)   # holds approvals.sqlite3
+    mode: str = "auto"            # ask | queue | deny; auto = ask on a terminal, deny otherwise
+    policy_file: Path | None = None   # TOML rules that approve/deny by tool and argument patterns
+    timeout_seconds: float = 600.0    # a request with no decision after this long expires
+    poll_seconds: float = 0.25        # how often a waiting session looks for a decision made elsewhere
+    http_timeout: float = 30.0        # seconds for one approved http_request
+    http_max_response_bytes: int = 1_000_000   # response bytes read (and stored) per http_request
+    pip_index_url: str | None = None  # index for pip_download; None: pip's default (PyPI)
+    git_remotes: dict[str, str] = field(default_factory=dict)   # git_push targets: name -> URL
+    web_host: str = "127.0.0.1"       # `harness approvals serve` binds here
+    web_port: int = 8765
 
 
 @dataclass(frozen=True)
@@ -101,6 +108,8 @@ def load(environ: Mapping[str, str] | None = None) -> tuple[Config, Secrets]:
         cfg = cfg.replace(approval=dataclasses.replace(cfg.approval, state_dir=Path(env["HARNESS_STATE_DIR"])))
     if env.get("HARNESS_MODEL"):
         cfg = cfg.replace(model=dataclasses.replace(cfg.model, spec=env["HARNESS_MODEL"]))
+    if env.get("HARNESS_APPROVE"):
+        cfg = cfg.replace(approval=dataclasses.replace(cfg.approval, mode=env["HARNESS_APPROVE"]))
     if env.get("HARNESS_SANDBOX_BASE"):
         cfg = cfg.replace(sandbox=dataclasses.replace(cfg.sandbox, base=env["HARNESS_SANDBOX_BASE"]))
     secrets = Secrets(anthropic_api_key=env.get("ANTHROPIC_API_KEY") or None,

@@ -1,13 +1,57 @@
-"""How a session gets its outbound tools and the approver they report to (placeholder: none yet)."""
+"""How a session gets its outbound tools and the approver they report to.
+
+`harness run` calls `outbound_tools_for_session(config, session, mode)`, adds the tools to the
+catalog and the services to `ToolContext.services`. `mode` is the run's `--approve` value:
+
+    ask     a human decides: on this terminal when there is one (prompt), and from anywhere else
+            (`harness approvals approve ID`, the web page); policy rules decide first
+    queue   like ask, without the terminal prompt (a supervised run watched from the web page)
+    deny    unattended: only policy rules can approve; everything else is denied at once
+    auto    ask when stdin and stdout are terminals, deny otherwise
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import Any, TextIO
 
+from harness.approval.console import ConsolePrompt
+from harness.approval.gate import MODES, ApprovalGate
+from harness.approval.policy import load_policy
+from harness.approval.queue import ApprovalQueue
 from harness.config import Config
+from harness.errors import ConfigError
 from harness.tools.base import Tool
 
 
-def outbound_tools_for_session(config: Config, session: str, mode: str) -> tuple[list[Tool], dict[str, Any]]:
-    """The outbound tools of a session and the services (e.g. "approver") they need in ToolContext."""
-    return [], {}
+def resolve_mode(mode: str | None, stdin: TextIO | None = None, stdout: TextIO | None = None) -> str:
+    """The effective mode: `auto` (or None) becomes ask on a terminal and deny otherwise."""
+    mode = mode or "auto"
+    if mode == "auto":
+        stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
+        return "ask" if stdin.isatty() and stdout.isatty() else "deny"
+    if mode not in MODES:
+        raise ConfigError(f"approval mode {mode!r} is not one of {['auto', *MODES]}; "
+                          "e.g. `harness run --approve deny` for an unattended run")
+    return mode
+
+
+def make_gate(config: Config, mode: str | None = None, *, stdin: TextIO | None = None,
+              stdout: TextIO | None = None) -> ApprovalGate:
+    """The approver for a session: queue in config.approval.state_dir, policy file, mode, prompt."""
+    approval = config.approval
+    effective = resolve_mode(mode or approval.mode, stdin, stdout)
+    stdin = stdin or sys.stdin
+    prompt = None
+    if effective == "ask" and stdin.isatty():
+        prompt = ConsolePrompt(stdin, stdout or sys.stdout, actor="console", poll_interval=approval.poll_seconds)
+    return ApprovalGate(queue=ApprovalQueue(approval.state_dir), policy=load_policy(approval.policy_file),
+                        mode=effective, timeout=approval.timeout_seconds, prompt=prompt,
+                        poll_interval=approval.poll_seconds)
+
+
+def outbound_tools_for_session(config: Config, session: str, mode: str | None) -> tuple[list[Tool], dict[str, Any]]:
+    """The outbound tools of a session and the services ("approver") they need in ToolContext."""
+    from harness.tools.outbound import outbound_tools
+    gate = make_gate(config, mode)
+    return outbound_tools(config), {"approver": gate}

@@ -1,15 +1,145 @@
-"""`harness approvals`: not built yet (placeholder registered so the command list is complete)."""
+"""`harness approvals`: list, show, approve, deny outbound requests; serve the web page; export the audit log.
+
+Exit codes: 0 done; 1 the request exists but cannot take that decision (already decided); 2 bad
+input (no such request, bad arguments).
+"""
 
 from __future__ import annotations
 
 import argparse
+import csv
+import dataclasses
+import getpass
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.approval.preview import gutter, safe_ident, safe_text
+from harness.approval.queue import ApprovalQueue
+from harness.approval.records import STATUSES
+from harness.config import load
+from harness.errors import ApprovalError
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("approvals", help="(not available yet)")
+    p = sub.add_parser("approvals", help="decide outbound requests held for approval; web page; audit log",
+                       description="Outbound requests (HTTP, package downloads, git pushes) wait here for a human.")
+    p.add_argument("--state-dir", type=Path, help="where approvals.sqlite3 lives (default: $HARNESS_STATE_DIR "
+                                                  "or the user's state dir)")
+    cmds = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    ls = cmds.add_parser("list", help="pending requests (all with --all)")
+    ls.add_argument("--status", choices=STATUSES, action="append", help="only these statuses (repeatable)")
+    ls.add_argument("--all", action="store_true", help="every request, newest first")
+    ls.add_argument("--json", action="store_true")
+    show = cmds.add_parser("show", help="one request with its full preview")
+    show.add_argument("id", type=int)
+    show.add_argument("--json", action="store_true")
+    for name, verb in (("approve", "approve"), ("deny", "deny")):
+        d = cmds.add_parser(name, help=f"{verb} a pending request; a waiting session resumes at once")
+        d.add_argument("id", type=int)
+        d.add_argument("--reason", default="", help="why (a denial's reason is passed to the model)")
+        d.add_argument("--by", default=f"cli:{getpass.getuser()}", help="who decides (recorded)")
+        d.add_argument("--json", action="store_true")
+    serve = cmds.add_parser("serve", help="the web page: pending requests with approve/deny, and history")
+    serve.add_argument("--host", help="bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default 8765; 0 picks a free one)")
+    serve.add_argument("--token", help="access token (default: a new random one, printed in the URL)")
+    serve.add_argument("--allow-host", action="append", default=[],
+                       help="extra Host header value accepted, e.g. approvals.example:8765")
+    ex = cmds.add_parser("export", help="the audit log of every decision and execution")
+    ex.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
+    ex.add_argument("--output", "-o", type=Path, help="file to write (default: standard output)")
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    print("harness approvals: not available in this version")
-    return 2
+    config, _ = load()
+    approval = config.approval if args.state_dir is None else dataclasses.replace(
+        config.approval, state_dir=args.state_dir)
+    queue = ApprovalQueue(approval.state_dir)
+    try:
+        if args.action == "serve":
+            from harness.approval.web import serve
+            return serve(queue, host=args.host or approval.web_host,
+                         port=approval.web_port if args.port is None else args.port,
+                         token=args.token, extra_hosts=args.allow_host)
+        return {"list": _list, "show": _show, "approve": _decide, "deny": _decide,
+                "export": _export}[args.action](queue, args)
+    except ApprovalError as exc:
+        print(f"harness approvals: {exc}", file=sys.stderr)
+        return 1 if "already" in str(exc) else 2
+    finally:
+        queue.close()
+
+
+def _when(ts: float | None) -> str:
+    return "-" if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def _list(queue: ApprovalQueue, args: argparse.Namespace) -> int:
+    statuses = tuple(args.status or ()) if (args.status or args.all) else ("pending",)
+    requests = queue.list(statuses)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in requests], indent=2))
+        return 0
+    if not requests:
+        print(f"no {'/'.join(statuses) or ''} requests in {queue.path}".replace("no  ", "no "))
+        return 0
+    for r in requests:
+        print(f"#{r.id:<5} {r.shown_status:<10} {safe_ident(r.tool):<14} key={safe_ident(r.key)[:40]:<20} "
+              f"session={safe_ident(r.session)[:24]}  {_when(r.created_at)}"
+              + (f"  by {safe_ident(r.decided_by)}" if r.decided_by else ""))
+    return 0
+
+
+def _show(queue: ApprovalQueue, args: argparse.Namespace) -> int:
+    r = queue.get(args.id)
+    if args.json:
+        print(json.dumps(r.to_dict(), indent=2))
+        return 0
+    print(gutter(r.preview, r.id))
+    rows: list[tuple[str, Any]] = [
+        ("status", r.shown_status), ("tool", r.tool), ("key", safe_ident(r.key)), ("session", safe_ident(r.session)),
+        ("created", _when(r.created_at)), ("hash", r.request_hash),
+        ("decided", f"{_when(r.decided_at)} by {r.decided_by}" if r.decided_by else "-"),
+        ("rule", r.rule or "-"), ("reason", safe_text(r.reason or "-")),
+        ("executed", f"{_when(r.started_at)} .. {_when(r.finished_at)}" if r.started_at else "-")]
+    for label, value in rows:
+        print(f"{label:<9} {value}")
+    if r.result is not None:
+        print("result:\n" + "\n".join("  " + line for line in safe_text(r.result).splitlines()))
+    return 0
+
+
+def _decide(queue: ApprovalQueue, args: argparse.Namespace) -> int:
+    r = queue.decide(args.id, args.action == "approve", args.by, args.reason)
+    if args.json:
+        print(json.dumps(r.to_dict(), indent=2))
+    else:
+        print(f"request #{r.id} ({r.tool}) {r.status} by {r.decided_by}"
+              + (f": {safe_text(r.reason)}" if r.reason else ""))
+    return 0
+
+
+def _export(queue: ApprovalQueue, args: argparse.Namespace) -> int:
+    events = [e.to_dict() for e in queue.audit()]
+    out = args.output.open("w", newline="") if args.output else sys.stdout
+    try:
+        if args.format == "jsonl":
+            for event in events:
+                out.write(json.dumps(event, sort_keys=True) + "\n")
+        else:
+            writer = csv.writer(out)
+            writer.writerow(["id", "at", "request_id", "event", "actor", "detail"])
+            for e in events:
+                writer.writerow([e["id"], e["at"], e["request_id"], e["event"], e["actor"],
+                                 json.dumps(e["detail"], sort_keys=True)])
+    finally:
+        if args.output:
+            out.close()
+    if args.output:
+        print(f"wrote {len(events)} audit events to {args.output}", file=sys.stderr)
+    return 0
+

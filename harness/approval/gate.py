@@ -1,0 +1,153 @@
+"""Where an outbound call is held: the approver every outbound tool reports to.
+
+`ApprovalGate.run(action, arguments, ctx)` is the whole life of one outbound call:
+
+1. the idempotency key is the model's `key` argument, else the tool_use id;
+2. a key seen before returns what it became (a stored result, a denial, "outcome unknown"), and a
+   key already pending waits on that same request; a key reused for different arguments is refused;
+3. a new request is prepared (the exact arguments that will run, and the preview), queued, and
+   decided by the policy, a human on this terminal, or a human elsewhere (CLI, web page), polled
+   from the database; no decision before the timeout: expired, and the model is told;
+4. approved: claimed (`executing` recorded before anything is sent), run once from the host with
+   the stored arguments, then recorded as `done` or `failed` with its result.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from harness.approval.policy import Policy
+from harness.approval.queue import ApprovalQueue
+from harness.approval.records import Request, canonical_hash
+from harness.errors import ApprovalDenied, ToolError
+
+if TYPE_CHECKING:
+    from harness.tools.base import ToolContext
+    from harness.tools.outbound import OutboundAction
+
+MODES = ("ask", "queue", "deny")
+
+
+class Prompt(Protocol):
+    def ask(self, queue: ApprovalQueue, request: Request, deadline: float) -> Request: ...
+
+
+@dataclass
+class ApprovalGate:
+    """The "approver" service of a session (ToolContext.services["approver"])."""
+
+    queue: ApprovalQueue
+    policy: Policy
+    mode: str = "ask"                 # ask: terminal prompt if any + elsewhere; queue: elsewhere only; deny
+    timeout: float = 600.0
+    prompt: Prompt | None = None
+    poll_interval: float = 0.2
+
+    def run(self, action: "OutboundAction", arguments: dict[str, Any], ctx: "ToolContext") -> str:
+        call_args = {k: v for k, v in arguments.items() if k != "key"}
+        key = str(arguments.get("key") or ctx.tool_use_id or "")
+        if not key:
+            raise ToolError(f"{action.name}: no idempotency key: pass `key` (e.g. \"key\": \"fetch-docs-1\")")
+        request = self.queue.find(action.name, key)
+        if request is not None:
+            self._same_call(request, call_args)
+        if request is None or request.status == "expired":
+            prepared = action.prepare(dict(call_args), ctx)
+            request, created = self.queue.submit(session=ctx.session, tool=action.name, key=key,
+                                                 call_args=call_args, args=prepared.args,
+                                                 preview=prepared.preview)
+            if not created:
+                self._same_call(request, call_args)
+            elif request.status == "pending":
+                request = self._apply_policy(request)
+        return self._conclude(request, action, ctx)
+
+    def _same_call(self, request: Request, call_args: dict[str, Any]) -> None:
+        if canonical_hash(call_args) != request.call_hash:
+            raise ToolError(
+                f"key {request.key!r} was already used for a different {request.tool} request (#{request.id}, "
+                f"{request.status}); a key names one action. Use a new key for a new action, e.g. "
+                f"\"key\": \"{request.key}-2\"")
+
+    def _apply_policy(self, request: Request) -> Request:
+        verdict = self.policy.decide(request.tool, request.args)
+        if verdict.decision in ("approve", "deny"):
+            return self.queue.decide(request.id, verdict.decision == "approve", "policy",
+                                     verdict.reason, rule=verdict.rule)
+        if self.mode == "deny":
+            return self.queue.decide(
+                request.id, False, "policy", "this run is unattended (--approve deny) and no policy rule "
+                "approves this request", rule="default-deny")
+        return request
+
+    def _await_decision(self, request: Request) -> Request:
+        deadline = request.created_at + self.timeout
+        if self.prompt is not None and self.mode == "ask":
+            return self.prompt.ask(self.queue, request, deadline)
+        while time.time() < deadline:
+            time.sleep(self.poll_interval)
+            request = self.queue.get(request.id)
+            if request.status != "pending":
+                return request
+        return self.queue.expire(request.id, time.time() - request.created_at)
+
+    def _conclude(self, request: Request, action: "OutboundAction", ctx: "ToolContext") -> str:
+        while True:
+            if request.status == "pending":
+                request = self._await_decision(request)
+            elif request.status == "approved":
+                claimed = self.queue.claim(request.id)
+                if claimed is not None:
+                    return self._execute(claimed, action, ctx)
+                request = self.queue.get(request.id)
+            elif request.status == "executing":
+                if request.outcome_unknown:
+                    raise ToolError(_unknown(request))
+                time.sleep(self.poll_interval)
+                request = self.queue.get(request.id)
+            else:
+                return _final(request)
+
+    def _execute(self, request: Request, action: "OutboundAction", ctx: "ToolContext") -> str:
+        try:
+            result = action.execute(dict(request.args), ctx)
+        except ToolError as exc:
+            self.queue.finish(request.id, False, str(exc))
+            raise ToolError(f"request #{request.id} ({request.tool}) was approved, ran once and failed: "
+                            f"{exc}") from exc
+        except Exception as exc:
+            self.queue.finish(request.id, False, f"the harness failed while executing: "
+                              f"{type(exc).__name__}: {exc}; whether it took effect is unknown; not retried")
+            raise
+        self.queue.finish(request.id, True, result)
+        return result
+
+
+def _unknown(request: Request) -> str:
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(request.started_at or 0))
+    return (f"outcome unknown, not retried: request #{request.id} ({request.tool}, key {request.key!r}) was "
+            f"being executed at {started} by a harness process that stopped before recording the result. "
+            "It may or may not have taken effect; it will not run again under this key. Check the "
+            "remote side; if it must be redone, ask again with a new key.")
+
+
+def _final(request: Request) -> str:
+    """The observation for a request that has reached an end: stored result or the reason why not."""
+    who = request.decided_by or "nobody"
+    if request.status == "done":
+        return (f"(request #{request.id} with key {request.key!r} already ran once; its stored result "
+                f"follows, nothing was sent again)\n{request.result}")
+    if request.status == "failed":
+        raise ToolError(f"request #{request.id} (key {request.key!r}) already ran once and failed; not "
+                        f"retried under this key: {request.result}")
+    if request.status == "denied":
+        rule = f" (rule {request.rule})" if request.rule else ""
+        raise ApprovalDenied(f"request #{request.id} ({request.tool}) was denied by {who}{rule}: "
+                             f"{request.reason or 'no reason given'}. Nothing was sent. Do not repeat it; "
+                             "continue without it or explain in your answer why it is needed.")
+    if request.status == "expired":
+        raise ApprovalDenied(f"request #{request.id} ({request.tool}) expired: {request.reason}. Nothing was "
+                             "sent. Call again with the same key to ask once more.")
+    raise ToolError(f"request #{request.id} is in an unexpected state {request.status!r}")

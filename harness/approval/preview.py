@@ -1,0 +1,91 @@
+"""What a human judges before approving: previews built from model-given text, made safe to show.
+
+Everything the model wrote reaches the human through `safe_text` (free text: bodies, messages) or
+`safe_ident` (identifiers: hosts, URLs, package names, branches, header names). Both make invisible
+or terminal-active characters visible as escapes, so a payload cannot recolour the terminal, move
+the cursor, reorder text with bidi overrides, hide characters with zero-width joiners, or forge a
+line that looks like our prompt. `safe_ident` also escapes every non-ASCII character, so a host such
+as ``exаmple.com`` (Cyrillic ``а``) shows as ``ex\\u0430mple.com``.
+
+Renderers (console, web page, CLI) show previews inside a gutter (see `gutter`) and sanitise again
+when they display, because the database is not trusted to hold only clean text.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+SECRET_HEADER_WORDS = ("authorization", "cookie", "token", "secret", "password", "api-key", "apikey",
+                       "x-api-key", "credential", "session", "signature")
+BODY_HEAD_CHARS = 2000
+
+
+def _escape_char(ch: str) -> str:
+    code = ord(ch)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def _unsafe(ch: str) -> bool:
+    """Characters that act on a terminal or hide/reorder text: controls, format chars, separators."""
+    if ch in "\n\t":
+        return False
+    category = unicodedata.category(ch)
+    # Cc: C0/C1 controls incl. ESC, CR, DEL; Cf: bidi overrides, zero-width chars, BOM;
+    # Zl/Zp: line and paragraph separators; Cs/Co/Cn: surrogates, private use, unassigned.
+    return category in ("Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn")
+
+
+def safe_text(text: str) -> str:
+    """Free text with every control, format and invisible character shown as an escape."""
+    return "".join(_escape_char(ch) if _unsafe(ch) else ch for ch in text)
+
+
+def safe_ident(text: str) -> str:
+    """An identifier shown in plain ASCII: anything else, and any whitespace but space, escaped."""
+    return "".join(ch if (" " <= ch <= "~") else _escape_char(ch) for ch in text)
+
+
+def has_non_ascii(text: str) -> bool:
+    return any(ord(ch) > 0x7E or ord(ch) < 0x20 for ch in text)
+
+
+def is_secret_header(name: str) -> bool:
+    lowered = name.lower()
+    return any(word in lowered for word in SECRET_HEADER_WORDS)
+
+
+def mask(value: str) -> str:
+    """A secret shown by its length only."""
+    return f"****** (masked, {len(value)} chars)"
+
+
+def body_preview(body: str | bytes | None, limit: int = BODY_HEAD_CHARS) -> list[str]:
+    """The body as preview lines: its size, and its head (safe text) when it is text."""
+    if body is None or body in ("", b""):
+        return ["body: (empty)"]
+    raw = body.encode("utf-8", "surrogateescape") if isinstance(body, str) else body
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return [f"body: {len(raw)} bytes of binary data (not shown); sha256 recorded with the request"]
+    shown = text[:limit]
+    lines = [f"body: {len(raw)} bytes" + ("" if len(text) <= limit
+                                          else f"; first {limit} of {len(text)} characters shown")]
+    lines += ["  " + line for line in safe_text(shown).split("\n")]
+    return lines
+
+
+def field_lines(fields: list[tuple[str, str]]) -> list[str]:
+    width = max((len(label) for label, _ in fields), default=0)
+    return [f"{label.ljust(width)}  {value}" for label, value in fields]
+
+
+def gutter(preview: str, request_id: int) -> str:
+    """The preview framed for a terminal: every line of it behind "│ ", so none can pass for ours."""
+    body = "\n".join("│ " + line for line in safe_text(preview).split("\n"))
+    return (f"┌─ outbound request #{request_id}: what will run if you approve ─\n{body}\n"
+            f"└─ end of request #{request_id} ({preview.count(chr(10)) + 1} lines) ─")

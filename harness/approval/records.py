@@ -1,0 +1,107 @@
+"""The values stored in the approval queue: requests and audit events, and how they are hashed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import sqlite3
+from dataclasses import asdict, dataclass
+from typing import Any
+
+STATUSES = ("pending", "approved", "denied", "expired", "executing", "done", "failed")
+TERMINAL = ("denied", "done", "failed")
+
+
+def canonical_hash(value: Any) -> str:
+    """SHA-256 of the value's canonical JSON (sorted keys, no spaces)."""
+    data = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(data.encode()).hexdigest()
+
+
+def _start_ticks(pid: int) -> str:
+    """The process's start time in clock ticks since boot (tells a reused pid from the original)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[-1].split()[19]
+
+
+def process_id() -> str:
+    """This process as `host:pid:start`, recorded as the executor of a request."""
+    pid = os.getpid()
+    return f"{socket.gethostname()}:{pid}:{_start_ticks(pid)}"
+
+
+def process_alive(executor: str) -> bool | None:
+    """Whether the executor process still runs; None when it ran on another host (cannot tell)."""
+    host, _, rest = executor.partition(":")
+    pid_text, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return None
+    return _start_ticks(int(pid_text)) == start and start != ""
+
+
+@dataclass(frozen=True)
+class Request:
+    id: int
+    session: str
+    tool: str
+    key: str
+    call_hash: str
+    args: dict[str, Any]
+    preview: str
+    request_hash: str
+    status: str
+    created_at: float
+    decided_at: float | None
+    decided_by: str | None
+    reason: str | None
+    rule: str | None
+    approved_hash: str | None
+    started_at: float | None
+    executor: str | None
+    finished_at: float | None
+    result: str | None
+
+    @staticmethod
+    def from_row(row: sqlite3.Row) -> "Request":
+        data = dict(row)
+        data["args"] = json.loads(data["args"])
+        return Request(**data)
+
+    @property
+    def outcome_unknown(self) -> bool:
+        """`executing`, and the process that started it is gone: it may or may not have happened."""
+        return self.status == "executing" and process_alive(self.executor or "") is False
+
+    @property
+    def shown_status(self) -> str:
+        return "executing (outcome unknown, not retried)" if self.outcome_unknown else self.status
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["outcome_unknown"] = self.outcome_unknown
+        return data
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    id: int
+    at: float
+    request_id: int
+    event: str
+    actor: str
+    detail: dict[str, Any]
+
+    @staticmethod
+    def from_row(row: sqlite3.Row) -> "AuditEvent":
+        data = dict(row)
+        data["detail"] = json.loads(data["detail"])
+        return AuditEvent(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,110 @@
+"""`http_request`: one HTTP request sent from the host after approval. Redirects are not followed
+(a redirect would be a request nobody approved); the response comes back as the observation."""
+
+from __future__ import annotations
+
+import socket
+import urllib.error
+import urllib.request
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from harness.approval.preview import (body_preview, field_lines, has_non_ascii, is_secret_header, mask,
+                                      safe_ident, safe_text)
+from harness.errors import ToolArgumentsError, ToolError
+from harness.tools.base import ToolContext
+from harness.tools.outbound import OutboundAction, Prepared
+
+if TYPE_CHECKING:
+    from harness.config import Config
+
+METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
+RESPONSE_SHOWN_CHARS = 8000
+EXAMPLE = {"method": "GET", "url": "https://docs.python.org/3/objects.inv", "key": "fetch-inventory-1"}
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _check(method: str, url: str, headers: dict[str, str]) -> list[str]:
+    problems = []
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        problems.append(f"url {safe_ident(url)!r} must be an absolute http:// or https:// URL, "
+                        "e.g. \"https://example.org/api/items\"")
+    for name, value in headers.items():
+        if any(c in f"{name}{value}" for c in "\r\n\0") or not name.strip():
+            problems.append(f"header {safe_ident(name)!r} has an empty name or a CR/LF/NUL character")
+    if method not in METHODS:
+        problems.append(f"method {safe_ident(method)!r} must be one of {METHODS}")
+    return problems
+
+
+def _prepare(args: dict[str, Any], ctx: ToolContext) -> Prepared:
+    method = str(args.get("method", "GET")).upper()
+    url, body = str(args["url"]), args.get("body")
+    headers = {str(k): str(v) for k, v in (args.get("headers") or {}).items()}
+    problems = _check(method, url, headers)
+    if problems:
+        raise ToolArgumentsError("http_request: " + "; ".join(problems) + f". Example call: {EXAMPLE}")
+    host = urlsplit(url).hostname or ""
+    fields = [("method", method), ("url", safe_ident(url)), ("host", safe_ident(host)
+                                                              + ("   (WARNING: non-ASCII characters in the"
+                                                                 " host, shown escaped)" if has_non_ascii(host) else ""))]
+    for name, value in sorted(headers.items()):
+        shown = mask(value) if is_secret_header(name) else safe_text(value)
+        fields.append((f"header {safe_ident(name)}", shown))
+    lines = field_lines(fields) + body_preview(body)
+    resolved = {"method": method, "url": url, "headers": headers, "body": body}
+    return Prepared(args=resolved, preview="\n".join(lines))
+
+
+def _execute_with(timeout: float, max_bytes: int) -> Any:
+    def execute(args: dict[str, Any], ctx: ToolContext) -> str:
+        body = args.get("body")
+        data = body.encode("utf-8") if isinstance(body, str) else None
+        request = urllib.request.Request(args["url"], data=data, method=args["method"], headers=args["headers"])
+        opener = urllib.request.build_opener(_NoRedirect())
+        try:
+            with opener.open(request, timeout=timeout) as response:
+                return _describe(response.status, response.reason, dict(response.headers), response.read(max_bytes))
+        except urllib.error.HTTPError as exc:
+            return _describe(exc.code, str(exc.reason), dict(exc.headers or {}), exc.read(max_bytes))
+        except (urllib.error.URLError, socket.timeout, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ToolError(f"{args['method']} {safe_ident(args['url'])} failed before any response: {reason}. "
+                            "Whether the server received it is unknown; it is not retried under this key.") from exc
+    return execute
+
+
+def _describe(status: int, reason: str, headers: dict[str, str], data: bytes) -> str:
+    lines = [f"HTTP {status} {safe_text(reason)}"]
+    if 300 <= status < 400 and "Location" in headers:
+        lines.append(f"redirect to {safe_ident(headers['Location'])} (not followed: ask for it with a new "
+                     "request if you need it)")
+    lines += [f"{safe_ident(k)}: {safe_text(v)}" for k, v in headers.items()
+              if k.lower() in ("content-type", "content-length", "location", "date")]
+    text = data.decode("utf-8", "replace")
+    shown = safe_text(text[:RESPONSE_SHOWN_CHARS])
+    lines.append(f"\nbody ({len(data)} bytes{'; first ' + str(RESPONSE_SHOWN_CHARS) + ' characters shown' if len(text) > RESPONSE_SHOWN_CHARS else ''}):")
+    return "\n".join(lines) + "\n" + shown
+
+
+def http_request_action(config: "Config") -> OutboundAction:
+    approval = config.approval
+    return OutboundAction(
+        name="http_request",
+        description=("Send one HTTP request to the internet (the sandbox itself has no network). Use it to "
+                     "fetch documentation or call an API the task needs. Redirects are not followed. The "
+                     "response (status, main headers, body up to 8000 characters) is the result."),
+        parameters={"type": "object", "required": ["url"], "additionalProperties": False, "properties": {
+            "method": {"type": "string", "enum": METHODS, "description": "HTTP method; default GET"},
+            "url": {"type": "string", "description": "absolute http(s) URL"},
+            "headers": {"type": "object", "additionalProperties": {"type": "string"},
+                        "description": "request headers, e.g. {\"Accept\": \"application/json\"}"},
+            "body": {"type": "string", "description": "request body (text)"}}},
+        prepare=_prepare,
+        execute=_execute_with(approval.http_timeout, approval.http_max_response_bytes),
+        example=EXAMPLE)

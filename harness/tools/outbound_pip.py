@@ -1,0 +1,100 @@
+"""`pip_download`: the host downloads wheels after approval; the sandbox installs them offline.
+
+The host runs `pip download` (wheels only, so no package code runs on the host) into a temporary
+wheelhouse for the sandbox's Python version; the wheels are copied into the sandbox and installed
+there with `pip install --no-index --find-links` (the sandbox itself never has network).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from harness.approval.preview import field_lines, safe_ident
+from harness.errors import ToolArgumentsError, ToolError
+from harness.tools.base import ToolContext
+from harness.tools.outbound import OutboundAction, Prepared
+
+if TYPE_CHECKING:
+    from harness.config import Config
+
+WHEELHOUSE = "/tmp/harness/wheelhouse"
+DEFAULT_INDEX = "https://pypi.org/simple"
+EXAMPLE = {"requirement": "attrs==23.2.0", "key": "attrs-23.2"}
+
+
+def _prepare_with(config: "Config") -> Any:
+    def prepare(args: dict[str, Any], ctx: ToolContext) -> Prepared:
+        text = str(args["requirement"]).strip()
+        try:
+            req = Requirement(text)
+        except InvalidRequirement as exc:
+            raise ToolArgumentsError(f"pip_download: requirement {safe_ident(text)!r} is not a requirement "
+                                     f"({exc}); expected a name with an optional version, e.g. {EXAMPLE}") from exc
+        if req.url or req.marker:
+            raise ToolArgumentsError(f"pip_download: requirement {safe_ident(text)!r} has a URL or marker; only "
+                                     f"index packages are allowed, e.g. {EXAMPLE}")
+        index = config.approval.pip_index_url or DEFAULT_INDEX
+        resolved = {"requirement": str(req), "index_url": index, "python_version": config.sandbox.python}
+        preview = field_lines([
+            ("package", safe_ident(req.name)), ("version", safe_ident(str(req.specifier) or "(latest)")),
+            ("extras", safe_ident(",".join(sorted(req.extras)) or "(none)")), ("index", safe_ident(index)),
+            ("python", resolved["python_version"]),
+            ("what runs", "host: pip download --only-binary=:all: (wheels only, with dependencies)"),
+            ("then", f"sandbox: pip install --no-index --find-links {WHEELHOUSE} (offline)")])
+        return Prepared(args=resolved, preview="\n".join(preview))
+    return prepare
+
+
+def _download(args: dict[str, Any], dest: Path) -> list[Path]:
+    cmd = [sys.executable, "-m", "pip", "download", "--dest", str(dest), "--only-binary=:all:",
+           "--python-version", args["python_version"], "--index-url", args["index_url"],
+           "--no-input", "--disable-pip-version-check", "--no-cache-dir", args["requirement"]]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+        raise ToolError(f"pip download {args['requirement']} from {args['index_url']} failed "
+                        f"(exit {proc.returncode}):\n{tail}")
+    return sorted(dest.glob("*.whl"))
+
+
+def _execute(args: dict[str, Any], ctx: ToolContext) -> str:
+    with tempfile.TemporaryDirectory(prefix="harness-wheelhouse-") as tmp:
+        wheels = _download(args, Path(tmp))
+        if not wheels:
+            raise ToolError(f"pip download {args['requirement']} produced no wheel (source-only package?); "
+                            "nothing was installed")
+        lines = [f"downloaded {len(wheels)} wheel(s) from {args['index_url']} on the host:"]
+        for wheel in wheels:
+            data = wheel.read_bytes()
+            ctx.sandbox.write_file(f"{WHEELHOUSE}/{wheel.name}", data)
+            lines.append(f"  {wheel.name}  {len(data)} bytes  sha256 {hashlib.sha256(data).hexdigest()[:16]}")
+    install = (f"python -m pip install --no-index --find-links {WHEELHOUSE} "
+               f"{shlex.quote(args['requirement'])}")
+    result = ctx.sandbox.exec(install, timeout=300)
+    lines.append(f"\nin the sandbox: {install}\nexit code {result.exit_code}")
+    output = (result.stdout.text + result.stderr.text).strip().splitlines()
+    lines += output[-20:]
+    if not result.ok:
+        lines.append(f"the install failed; the wheels stay in {WHEELHOUSE} (run the command above again "
+                     "with the shell tool after fixing the cause; no new download is needed)")
+    return "\n".join(lines)
+
+
+def pip_download_action(config: "Config") -> OutboundAction:
+    return OutboundAction(
+        name="pip_download",
+        description=("Download a Python package (and its dependencies) from the package index and install it "
+                     "in the sandbox. The sandbox has no network, so `pip install NAME` fails there; use this "
+                     "instead. Give a requirement such as `attrs==23.2.0` or `requests>=2.31`."),
+        parameters={"type": "object", "required": ["requirement"], "additionalProperties": False,
+                    "properties": {"requirement": {"type": "string", "minLength": 1, "maxLength": 200,
+                                                   "description": "a PEP 508 requirement without URL"}}},
+        prepare=_prepare_with(config), execute=_execute, example=EXAMPLE)
