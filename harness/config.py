@@ -38,15 +38,22 @@ class ToolsConfig:
     output_max_bytes: int = 16_000  # shell observation budget: bytes
     error_lines_max: int = 40     # lines that look like errors, shown first
     command_timeout: float = 120.0  # default timeout of the shell tool, seconds
+    view_lines: int = 100         # lines the file viewer shows per call
+    search_max_results: int = 50  # matches `search` lists before asking for a narrower pattern
+    find_code_k: int = 5          # results `find_code` returns when the call gives no k
+    edit_context_lines: int = 3   # lines shown around a change in an edit's result
+    lint_python: bool = True      # refuse Python edits that add pyflakes errors
 
 
 @dataclass(frozen=True)
 class LoopConfig:
-    max_turns: int = 40
-    max_tokens_per_response: int = 8192
-    max_total_tokens: int | None = None
-    max_cost_usd: float | None = None
-    max_wall_seconds: float | None = None
+    max_turns: int = 40           # model calls per attempt; the last turn's calls are still answered
+    max_tokens_per_response: int = 8192   # a response cut at this size stops the run as `truncated`
+    max_total_tokens: int | None = None   # budget: input + output tokens over the whole run
+    max_cost_usd: float | None = None     # budget: needs a price for the model in model.prices
+    max_wall_seconds: float | None = None  # budget: wall time of the run, seconds
+    attempts: int = 1             # Reflexion: attempts while the task's tests fail (1 = no retry)
+    test_timeout: float = 600.0   # seconds allowed for the task's test command after an attempt
 
 
 @dataclass(frozen=True)
@@ -54,7 +61,12 @@ class ModelConfig:
     spec: str = "auto"            # provider:model, scripted:PATH, gold, empty; auto picks by API key
     tool_format: str = "native"   # native | react
     base_url: str | None = None
-    temperature: float = 0.0
+    temperature: float | None = None   # None: the provider's default (some models accept no other)
+    max_retries: int = 4          # retries of a transient API failure (429, 5xx, timeout, connection)
+    retry_initial_seconds: float = 1.0   # backoff: random exponential with jitter from this ...
+    retry_max_seconds: float = 60.0      # ... up to this wait between two tries
+    request_timeout: float = 600.0       # seconds for one API request
+    prices: dict[str, list[float]] = field(default_factory=dict)  # spec -> [USD per M input, output]
 
 
 @dataclass(frozen=True)

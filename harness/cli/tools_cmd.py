@@ -1,15 +1,37 @@
-"""`harness tools`: not built yet (placeholder registered so the command list is complete)."""
+"""`harness tools`: print the tool catalog a session gets (`--json`: the exact definitions sent)."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import textwrap
+
+from harness import config as config_module
+from harness.tools.catalog import default_catalog
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("tools", help="(not available yet)")
+    p = sub.add_parser("tools", help="print the tools the model gets",
+                       description="Print the tool catalog of a session: each tool's name, effect class "
+                                   "(read / sandbox / outbound) and description. With --json, the full "
+                                   "definitions (name, description, JSON Schema of the arguments, effect).")
+    p.add_argument("--json", action="store_true", help="print the definitions as JSON")
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    print("harness tools: not available in this version")
-    return 2
+    cfg, _ = config_module.load()
+    catalog = default_catalog(cfg)
+    if args.json:
+        specs = [{**tool.spec(), "effect": tool.effect.value} for tool in catalog.tools.values()]
+        print(json.dumps(specs, indent=2, ensure_ascii=False))
+        return 0
+    for tool in catalog.tools.values():
+        required = set(tool.parameters.get("required", []))
+        params = ", ".join(n if n in required else f"[{n}]" for n in tool.parameters.get("properties", {}))
+        print(f"{tool.name}({params})  [{tool.effect.value}]")
+        for line in tool.description.split("\n"):
+            print(textwrap.fill(line, 100, initial_indent="    ", subsequent_indent="    "))
+        print()
+    print(f"{len(catalog.tools)} tools; `harness tools --json` prints their full definitions.")
+    return 0

@@ -43,6 +43,7 @@ class Tool:
     parameters: dict[str, Any]
     effect: Effect
     function: ToolFunction
+    example: dict[str, Any] | None = None   # a correct call, quoted in argument-error messages
 
     def spec(self) -> dict[str, Any]:
         """The definition sent to the model (provider adapters map it to their own shape)."""

@@ -1,0 +1,106 @@
+"""An inverted index with BM25 ranking over code chunks, updated file by file.
+
+Each file is indexed under its content fingerprint; `sync` takes the current fingerprints of all
+files, drops the chunks of files that are gone or changed, and indexes the new versions, so a
+query never returns code that no longer exists. Scoring is Okapi BM25 with k1 = 1.2, b = 0.75 and
+the always-positive idf log(1 + (N - df + 0.5) / (df + 0.5)) used by Lucene.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Mapping
+
+from harness.tools.chunks import Chunk, chunk_file, terms
+
+K1, B = 1.2, 0.75
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    added: int
+    changed: int
+    removed: int
+
+
+@dataclass
+class CodeIndex:
+    files: dict[str, tuple[str, list[int]]] = field(default_factory=dict)   # path -> (sha, chunk ids)
+    chunks: dict[int, Chunk] = field(default_factory=dict)
+    lengths: dict[int, int] = field(default_factory=dict)
+    chunk_terms: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    postings: dict[str, dict[int, int]] = field(default_factory=dict)     # term -> chunk id -> tf
+    total_length: int = 0
+    _next_id: int = 0
+
+    def add_file(self, path: str, sha256: str, text: str) -> None:
+        self.remove_file(path)
+        ids: list[int] = []
+        for chunk in chunk_file(path, text):
+            counts = Counter(terms(f"{path} {chunk.name} {chunk.name} {chunk.text}"))
+            cid, self._next_id = self._next_id, self._next_id + 1
+            self.chunks[cid] = chunk
+            self.lengths[cid] = sum(counts.values())
+            self.total_length += self.lengths[cid]
+            self.chunk_terms[cid] = tuple(counts)
+            for term, tf in counts.items():
+                self.postings.setdefault(term, {})[cid] = tf
+            ids.append(cid)
+        self.files[path] = (sha256, ids)
+
+    def remove_file(self, path: str) -> None:
+        _, ids = self.files.pop(path, ("", []))
+        for cid in ids:
+            for term in self.chunk_terms.pop(cid):
+                posting = self.postings.get(term)
+                if posting is not None:
+                    posting.pop(cid, None)
+                    if not posting:
+                        del self.postings[term]
+            self.total_length -= self.lengths.pop(cid)
+            del self.chunks[cid]
+
+    def sync(self, fingerprints: Mapping[str, str],
+             fetch: Callable[[list[str]], Mapping[str, str]]) -> SyncReport:
+        """Bring the index to `fingerprints` (path -> sha256); `fetch` returns texts of paths."""
+        gone = [p for p in self.files if p not in fingerprints]
+        stale = [p for p, sha in fingerprints.items() if self.files.get(p, ("",))[0] != sha]
+        changed = sum(1 for p in stale if p in self.files)
+        for path in gone:
+            self.remove_file(path)
+        texts = fetch(sorted(stale)) if stale else {}
+        for path in stale:
+            if path in texts:
+                self.add_file(path, fingerprints[path], texts[path])
+            else:
+                self.remove_file(path)
+        return SyncReport(added=len(stale) - changed, changed=changed, removed=len(gone))
+
+    def search(self, query: str, k: int) -> list[tuple[Chunk, float]]:
+        n = len(self.chunks)
+        if n == 0:
+            return []
+        avg = self.total_length / n
+        scores: dict[int, float] = {}
+        for term in set(terms(query)):
+            posting = self.postings.get(term)
+            if not posting:
+                continue
+            idf = math.log(1 + (n - len(posting) + 0.5) / (len(posting) + 0.5))
+            for cid, tf in posting.items():
+                norm = K1 * (1 - B + B * self.lengths[cid] / avg)
+                scores[cid] = scores.get(cid, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
+        best = sorted(scores.items(), key=lambda item: (-item[1], self.chunks[item[0]].path,
+                                                        self.chunks[item[0]].start))[:k]
+        return [(self.chunks[cid], score) for cid, score in best]
+
+
+def rank_files(hits: Iterable[tuple[Chunk, float]]) -> list[str]:
+    """Files in the order their first chunk appears in `hits`."""
+    seen: list[str] = []
+    for chunk, _ in hits:
+        if chunk.path not in seen:
+            seen.append(chunk.path)
+    return seen

@@ -1,0 +1,143 @@
+"""`view` (the file viewer) and `write` (create or replace a whole file)."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from harness.config import ToolsConfig
+from harness.errors import PathError, ToolError
+from harness.tools.base import Effect, Tool, ToolContext
+from harness.tools.changes import Change, commit, once, read_current
+from harness.tools.edit import KEY_SCHEMA, summary
+from harness.tools.paths import WRITE_ROOTS, check_resolved, confine, display, resolve_in_sandbox
+from harness.tools.render import numbered
+from harness.tools.state import edit_state, file_lock
+
+VIEW_DESCRIPTION = """\
+Show {n} numbered lines of a file around `line` (default 1), with how many lines are above and \
+below and the call that shows the next part. A directory path lists its entries. Viewing a file \
+is what allows `edit`/`apply_patch`/`write` to change it afterwards. Also reads the full output \
+files the bash tool saves when it truncates (paths under /tmp/harness/output)."""
+
+WRITE_DESCRIPTION = """\
+Create a file with `content`, or replace a whole existing file (which must have been viewed in \
+this session and not changed since). Prefer `edit` for changing part of an existing file: \
+rewriting a whole file risks changing lines you did not mean to. Python files that would get \
+new pyflakes errors are not written. `key`: optional idempotency key."""
+
+
+def view_tool(config: ToolsConfig) -> Tool:
+    params = {"type": "object",
+              "properties": {
+                  "path": {"type": "string", "description": "File or directory, relative to the project root."},
+                  "line": {"type": "integer", "minimum": 1, "description": "Line to centre the window on."}},
+              "required": ["path"], "additionalProperties": False}
+
+    def run(ctx: ToolContext, path: str, line: int = 1) -> str:
+        return _view(ctx, config, path, line)
+
+    return Tool("view", VIEW_DESCRIPTION.format(n=config.view_lines), params, Effect.READ, run,
+                example={"path": "pkg/core.py", "line": 120})
+
+
+def _view(ctx: ToolContext, config: ToolsConfig, path: str, line: int) -> str:
+    absolute = confine(path)
+    try:
+        data = ctx.sandbox.read_file(absolute)
+    except FileNotFoundError:
+        raise ToolError(f"{path!r} does not exist (looked for {absolute}); list the project with "
+                        "view(path=\".\") or find files with search") from None
+    except IsADirectoryError:
+        return _listing(ctx, path)
+    real = check_resolved(path, data.realpath)
+    shown = display(real)
+    if b"\x00" in data.data[:8192]:
+        return f"{shown} is a binary file ({data.size:,} bytes); not shown"
+    if any(real == root or real.startswith(root + "/") for root in WRITE_ROOTS):
+        state = edit_state(ctx)
+        if state.fingerprints.get(real) != data.sha256:
+            state.record(real, data.sha256)
+            state.save(ctx.sandbox)
+    lines = data.data.decode("utf-8", errors="replace").split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    if not lines:
+        return f"{shown} is empty (0 lines)"
+    return _window(shown, lines, line, config.view_lines)
+
+
+def _window(shown: str, lines: list[str], line: int, size: int) -> str:
+    total = len(lines)
+    note = ""
+    if line > total:
+        note = f"(line {line} is past the end; the file has {total} lines)\n"
+        line = total
+    first = max(1, line - size // 2 + 1)
+    last = min(total, first + size - 1)
+    first = max(1, last - size + 1)
+    head = f"{shown}: lines {first}-{last} of {total} ({first - 1} above, {total - last} below)"
+    parts = [note + head, numbered(lines, first, last)]
+    if last < total:
+        parts.append(f"[{total - last} more lines below: view(path=\"{shown}\", line={last + size // 2})]")
+    return "\n".join(parts)
+
+
+def _listing(ctx: ToolContext, path: str, cap: int = 200) -> str:
+    real = resolve_in_sandbox(ctx.sandbox, path)
+    res = ctx.sandbox.exec(f"cd {shlex.quote(real)} && ls -1Ap --group-directories-first | head -n {cap + 1}; "
+                           "echo \"total=$(ls -1A | wc -l)\"", timeout=10, save_output=False)
+    out = res.stdout.text.strip().split("\n")
+    total = out.pop().removeprefix("total=") if out and out[-1].startswith("total=") else "?"
+    entries = [e for e in out if e][:cap]
+    if not res.ok and not entries:
+        raise PathError(f"cannot list {path!r}: {res.stderr.text.strip()[:200]}")
+    more = f"\n[{int(total) - cap} more entries not shown]" if total.isdigit() and int(total) > cap else ""
+    body = "\n".join(entries) if entries else "(empty directory)"
+    return f"{display(real) or '.'}/ is a directory with {total} entries (directories end with /):\n{body}{more}"
+
+
+def write_tool(config: ToolsConfig) -> Tool:
+    params: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "File path relative to the project root."},
+            "content": {"type": "string", "description": "The whole content of the file."},
+            "key": KEY_SCHEMA},
+        "required": ["path", "content"], "additionalProperties": False}
+
+    def run(ctx: ToolContext, path: str, content: str, key: str | None = None) -> str:
+        args = {"path": path, "content": content, "key": key}
+        return once(ctx, "write", args, lambda: _write(ctx, config, path, content))
+
+    return Tool("write", WRITE_DESCRIPTION, params, Effect.SANDBOX, run,
+                example={"path": "tests/test_new.py", "content": "def test_ok():\n    assert True\n"})
+
+
+def _write(ctx: ToolContext, config: ToolsConfig, path: str, content: str) -> str:
+    with file_lock(ctx.sandbox, [confine(path, for_write=True)]):
+        current = read_current(ctx, path, must_exist=False)
+        if current is None:
+            real = resolve_in_sandbox(ctx.sandbox, path, for_write=True)
+            change = Change(real, "", None, content, 1, max(1, content.count("\n")))
+        elif current.text == content:
+            return f"{display(current.realpath)} already has exactly this content; nothing was written"
+        else:
+            first, last = _changed_span(current.text, content)
+            change = Change(current.realpath, current.sha256, current.text, content, first, last)
+        notes = commit(ctx, [change], lint_python=config.lint_python)
+    if change.last_line - change.first_line > 40:
+        change.last_line = change.first_line + 40
+    return summary(change, config, notes)
+
+
+def _changed_span(old: str, new: str) -> tuple[int, int]:
+    """First and last line of `new` that differ from `old` (1-based)."""
+    a, b = old.split("\n"), new.split("\n")
+    top = 0
+    while top < min(len(a), len(b)) and a[top] == b[top]:
+        top += 1
+    bottom = 0
+    while bottom < min(len(a), len(b)) - top and a[-1 - bottom] == b[-1 - bottom]:
+        bottom += 1
+    return top + 1, max(top + 1, len(b) - bottom)

@@ -1,0 +1,74 @@
+"""The lint gate: pyflakes on a Python file's text before and after an edit.
+
+Problems are compared by message, ignoring line numbers (an edit shifts lines), as multisets: a
+second "undefined name 'x'" is new even if one was there before. Only errors block an edit
+(syntax errors, undefined names, misplaced return/yield/break, ...); warnings such as an unused
+import are reported but never block, because a multi-step change often adds an import first and
+its use a step later. The gate runs in the harness process on the text, so a rejected edit is
+never written.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from pyflakes import checker, messages
+
+_WARNING_NAMES = ("UnusedImport", "UnusedVariable", "UnusedAnnotation", "UnusedIndirectAssignment",
+                  "RedefinedWhileUnused", "ImportShadowedByLoopVar", "ImportStarUsed", "ImportStarUsage",
+                  "FStringMissingPlaceholders")
+WARNING_TYPES: tuple[type, ...] = tuple(getattr(messages, n) for n in _WARNING_NAMES if hasattr(messages, n))
+
+
+@dataclass(frozen=True)
+class Problem:
+    line: int
+    message: str
+    blocking: bool
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.message}"
+
+
+def check(text: str, filename: str = "<file>") -> list[Problem]:
+    """Every pyflakes problem in `text`; a syntax error is one blocking problem."""
+    import ast
+    try:
+        tree = ast.parse(text, filename=filename)
+    except SyntaxError as exc:
+        return [Problem(exc.lineno or 1, f"syntax error: {exc.msg}", True)]
+    except ValueError as exc:   # e.g. source holds NUL bytes
+        return [Problem(1, f"cannot be parsed: {exc}", True)]
+    found = checker.Checker(tree, filename=filename)
+    return [Problem(m.lineno, m.message % m.message_args, not isinstance(m, WARNING_TYPES))
+            for m in sorted(found.messages, key=lambda m: m.lineno)]
+
+
+@dataclass(frozen=True)
+class LintVerdict:
+    new_errors: list[Problem]
+    new_warnings: list[Problem]
+    old_count: int               # problems that were there before the edit (not blocking)
+
+    @property
+    def blocked(self) -> bool:
+        return bool(self.new_errors)
+
+
+def compare(before: str, after: str, filename: str = "<file>") -> LintVerdict:
+    """The problems `after` has that `before` did not, split into errors and warnings."""
+    old = check(before, filename)
+    old_left = Counter(p.message for p in old)
+    new: list[Problem] = []
+    for problem in check(after, filename):
+        if old_left[problem.message] > 0:
+            old_left[problem.message] -= 1
+        else:
+            new.append(problem)
+    if any(p.message.startswith("syntax error") for p in old):
+        # The old version did not parse, so its other problems were unknown: only a syntax error
+        # in the new version can be told apart as new.
+        new = [p if p.message.startswith("syntax error") else Problem(p.line, p.message, False)
+               for p in new]
+    return LintVerdict([p for p in new if p.blocking], [p for p in new if not p.blocking], len(old))

@@ -1,0 +1,91 @@
+"""The BM25 index over code chunks: chunking, ranking, incremental updates by fingerprint."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from harness.tools.chunks import chunk_file, terms
+from harness.tools.code_index import CodeIndex, rank_files
+
+CORE = '''"""Word counting."""
+import re
+
+_WORD = re.compile(r"[a-z]+")
+
+
+def count_words(text):
+    """Count each word."""
+    return len(_WORD.findall(text))
+
+
+class Report:
+    """A printable report of word frequencies."""
+
+    title = "report"
+
+    def render(self, counts):
+        return "\\n".join(counts)
+'''
+
+OTHER = "def parse_duration(text):\n    return int(text.rstrip('h')) * 3600\n"
+
+
+def _fetcher(texts: dict[str, str], log: list[list[str]]) -> Callable[[list[str]], dict[str, str]]:
+    def fetch(paths: list[str]) -> dict[str, str]:
+        log.append(paths)
+        return {p: texts[p] for p in paths if p in texts}
+    return fetch
+
+
+def test_python_files_are_chunked_by_function_class_and_module_rest() -> None:
+    chunks = chunk_file("wc/core.py", CORE)
+    labels = [(c.label, c.start, c.end) for c in chunks]
+    assert ("function count_words", 7, 9) in labels
+    assert ("function Report.render", 17, 18) in labels
+    assert ("class Report", 12, 18) in labels
+    assert any(label == "module" and start == 1 for label, start, _ in labels)
+    class_chunk = next(c for c in chunks if c.label == "class Report")
+    assert "def render" not in class_chunk.text and "printable report" in class_chunk.text
+
+
+def test_unparsable_python_falls_back_to_line_windows() -> None:
+    chunks = chunk_file("broken.py", "def f(:\n" + "x = 1\n" * 100)
+    assert [c.kind for c in chunks] == ["lines", "lines", "lines"]
+    assert (chunks[0].start, chunks[0].end) == (1, 40)
+
+
+def test_terms_split_identifiers_and_stem() -> None:
+    assert terms("countWords top_words counting") == [
+        "countwords", "count", "word", "top_words", "top", "word", "count"]
+
+
+def test_query_in_words_finds_the_function() -> None:
+    index = CodeIndex()
+    index.add_file("wc/core.py", "a", CORE)
+    index.add_file("dur/parse.py", "b", OTHER)
+    hits = index.search("counting the words of a text", 3)
+    assert hits[0][0].name == "count_words"
+    assert rank_files(hits)[0] == "wc/core.py"
+
+
+def test_sync_drops_deleted_files_and_reindexes_changed_ones() -> None:
+    index = CodeIndex()
+    log: list[list[str]] = []
+    report = index.sync({"wc/core.py": "a", "dur/parse.py": "b"},
+                        _fetcher({"wc/core.py": CORE, "dur/parse.py": OTHER}, log))
+    assert (report.added, report.changed, report.removed) == (2, 0, 0)
+    renamed = OTHER.replace("parse_duration", "read_interval")
+    report = index.sync({"dur/parse.py": "c"}, _fetcher({"dur/parse.py": renamed}, log))
+    assert (report.added, report.changed, report.removed) == (0, 1, 1)
+    assert log[-1] == ["dur/parse.py"]
+    names = [c.name for c, _ in index.search("count words parse duration read interval", 10)]
+    assert names == ["read_interval"]
+    assert "count_words" not in index.postings and "parse_duration" not in index.postings
+
+
+def test_unchanged_files_are_not_fetched_again() -> None:
+    index = CodeIndex()
+    log: list[list[str]] = []
+    index.sync({"a.py": "1"}, _fetcher({"a.py": OTHER}, log))
+    index.sync({"a.py": "1"}, _fetcher({"a.py": OTHER}, log))
+    assert log == [["a.py"]]

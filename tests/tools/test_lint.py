@@ -1,0 +1,43 @@
+"""The lint gate compares pyflakes problems by message, so only new errors block."""
+
+from __future__ import annotations
+
+from harness.tools.lint import check, compare
+
+
+def test_new_undefined_name_blocks_with_its_line() -> None:
+    verdict = compare("def f(x):\n    return x\n", "def f(x):\n    return y\n")
+    assert verdict.blocked
+    assert [str(p) for p in verdict.new_errors] == ["line 2: undefined name 'y'"]
+
+
+def test_preexisting_error_does_not_block_even_when_lines_shift() -> None:
+    before = "x = undefined_thing\n"
+    after = "import os\n\nprint(os.sep)\nx = undefined_thing\n"
+    verdict = compare(before, after)
+    assert not verdict.blocked and verdict.old_count == 1
+
+
+def test_a_second_copy_of_an_old_error_is_new() -> None:
+    verdict = compare("a = missing\n", "a = missing\nb = missing\n")
+    assert [str(p) for p in verdict.new_errors] == ["line 2: undefined name 'missing'"]
+
+
+def test_syntax_error_blocks() -> None:
+    verdict = compare("x = 1\n", "x = (1\n")
+    assert verdict.blocked and verdict.new_errors[0].message.startswith("syntax error")
+
+
+def test_unused_import_is_a_warning_not_a_blocker() -> None:
+    verdict = compare("x = 1\n", "import os\nx = 1\n")
+    assert not verdict.blocked
+    assert [str(p) for p in verdict.new_warnings] == ["line 1: 'os' imported but unused"]
+
+
+def test_fixing_a_syntax_error_does_not_block_on_newly_visible_names() -> None:
+    verdict = compare("def f(:\n    return y\n", "def f():\n    return y\n")
+    assert not verdict.blocked
+
+
+def test_check_reports_clean_file_as_empty() -> None:
+    assert check("def f(x):\n    return x\n") == []

@@ -1,0 +1,76 @@
+"""Unified diffs as pure text functions: parsing, offset tolerance, refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.errors import EditError
+from harness.tools import patching
+
+SOURCE = "".join(f"line {i}\n" for i in range(1, 31))
+PATCH = """--- a/x.txt
++++ b/x.txt
+@@ -3,3 +3,3 @@
+ line 3
+-line 4
++LINE FOUR
+ line 5
+@@ -20,3 +20,4 @@
+ line 20
+ line 21
++inserted
+ line 22
+"""
+
+
+def test_hunks_apply_with_an_offset_when_the_file_grew_above() -> None:
+    (fp,) = patching.parse(PATCH)
+    text, spans = patching.apply("new a\nnew b\n" + SOURCE, fp.hunks, "x.txt")
+    lines = text.split("\n")
+    assert lines[5] == "LINE FOUR" and lines[23] == "inserted"
+    assert spans == [(5, 7), (22, 25)]
+
+
+def test_hunk_whose_context_changed_is_refused_with_expected_and_actual_lines() -> None:
+    (fp,) = patching.parse(PATCH)
+    with pytest.raises(EditError) as info:
+        patching.apply(SOURCE.replace("line 21\n", "line twenty-one\n"), fp.hunks, "x.txt")
+    message = str(info.value)
+    assert "hunk 2 (@@ -20,3 +20,4 @@) of x.txt does not match the file anywhere" in message
+    assert "expected near line 20:\n  line 20\n  line 21\n  line 22" in message
+    assert "but the file has there:\n20  line 20\n21  line twenty-one\n22  line 22" in message
+    assert "The most similar block is lines 20-22" in message
+
+
+def test_miscounted_hunk_header_is_recounted_from_the_body() -> None:
+    bad = "--- a/x.txt\n+++ b/x.txt\n@@ -3,7 +3,9 @@\n line 3\n-line 4\n+LINE FOUR\n line 5\n"
+    (fp,) = patching.parse(bad)
+    text, _ = patching.apply(SOURCE, fp.hunks, "x.txt")
+    assert "line 3\nLINE FOUR\nline 5\n" in text
+
+
+def test_blank_context_line_without_its_space_is_read_as_empty_line() -> None:
+    patch = "--- a/f.py\n+++ b/f.py\n@@ -1,3 +1,3 @@\n a = 1\n\n-b = 2\n+b = 3\n"
+    (fp,) = patching.parse(patch)
+    assert patching.apply("a = 1\n\nb = 2\n", fp.hunks, "f.py")[0] == "a = 1\n\nb = 3\n"
+
+
+def test_creation_and_deletion_sections_are_recognised() -> None:
+    files = patching.parse("--- /dev/null\n+++ b/new.py\n@@ -0,0 +1,2 @@\n+a = 1\n+b = 2\n"
+                           "--- a/old.txt\n+++ /dev/null\n@@ -1,2 +0,0 @@\n-x\n-y\n")
+    assert [(f.source, f.target) for f in files] == [(None, "new.py"), ("old.txt", None)]
+    assert patching.apply("", files[0].hunks, "new.py")[0] == "a = 1\nb = 2\n"
+    assert patching.apply("x\ny\n", files[1].hunks, "old.txt")[0] == ""
+
+
+def test_no_newline_marker_is_honoured() -> None:
+    patch = "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n\\ No newline at end of file\n"
+    (fp,) = patching.parse(patch)
+    assert patching.apply("a\nb\n", fp.hunks, "f")[0] == "a\nc"
+
+
+def test_text_without_file_headers_is_refused_with_an_example() -> None:
+    with pytest.raises(EditError) as info:
+        patching.parse("just some words\n")
+    assert "the patch has no file headers" in str(info.value)
+    assert "--- a/pkg/core.py\n+++ b/pkg/core.py\n@@ -17,3 +17,3 @@" in str(info.value)
