@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, Sequence
 
-from harness.messages import Message
+from harness.messages import Message, ToolUse
 
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "other"]
 
@@ -39,6 +39,28 @@ class Model(Protocol):
         """One model call. `tools` are `Tool.spec()` dicts.
 
         Raises:
+            harness.errors.ModelTruncated: the response was cut by max_tokens (it must not be run).
             harness.errors.ModelError: the call failed after retries or returned nonsense.
         """
         ...
+
+
+MALFORMED = "__malformed__"
+"""Key of the `input` of a ToolUse the adapter could not read (bad JSON, a ReAct Action out of
+format). Its value is {"error": message for the model, "raw": what the model wrote}. The loop answers
+such a call with an error observation and never runs it."""
+
+
+def malformed_call(call_id: str, name: str, raw: str, error: str) -> ToolUse:
+    return ToolUse(id=call_id, name=name, input={MALFORMED: {"error": error, "raw": raw}})
+
+
+def cost_usd(usage: Usage, price: Sequence[float] | None) -> float | None:
+    """Cost of `usage` at `price` = [USD per million input tokens, USD per million output tokens].
+
+    Cached reads and writes are counted as input tokens (an upper bound for most providers).
+    """
+    if not price:
+        return None
+    inp = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
+    return (inp * float(price[0]) + usage.output_tokens * float(price[1])) / 1_000_000

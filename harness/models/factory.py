@@ -1,0 +1,91 @@
+"""One place that turns a model spec into a Model.
+
+Specs: ``anthropic:MODEL``, ``openai:MODEL``, ``scripted:PATH`` (a file, or a script shipped in
+harness/data/scripts), ``gold`` and ``empty`` (reference models for evaluation, need a task), and
+``auto``: Anthropic when ANTHROPIC_API_KEY is set, else OpenAI when OPENAI_API_KEY (or a base URL)
+is. With ``model.tool_format = "react"`` the model is wrapped in the ReAct text protocol.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from harness.config import Config, Secrets
+from harness.errors import ConfigError
+from harness.models.base import Model
+
+if TYPE_CHECKING:
+    from harness.evaluation.tasks import Task
+
+DEFAULT_ANTHROPIC = "claude-sonnet-4-5"
+DEFAULT_OPENAI = "gpt-4.1"
+EXAMPLES = "anthropic:claude-sonnet-4-5, openai:gpt-4.1, scripted:path/to/script.json, gold, empty"
+TOOL_FORMATS = ("native", "react")
+
+
+def resolve_auto(spec: str, config: Config, secrets: Secrets) -> str:
+    """`auto` made concrete from the keys present, or the spec unchanged."""
+    if spec != "auto":
+        return spec
+    if secrets.anthropic_api_key:
+        return f"anthropic:{DEFAULT_ANTHROPIC}"
+    if secrets.openai_api_key or secrets.openai_base_url or config.model.base_url:
+        return f"openai:{DEFAULT_OPENAI}"
+    raise ConfigError("no model given and no API key found: set ANTHROPIC_API_KEY or OPENAI_API_KEY "
+                      "(or OPENAI_BASE_URL for a local server), or pass --model, e.g. "
+                      "--model scripted:wordcount-fix (the scripted demo run that ships with harness)")
+
+
+def make_model(spec: str, config: Config, secrets: Secrets, *, task: "Task | None" = None) -> Model:
+    """The Model for `spec`, wrapped for ReAct when config.model.tool_format is "react"."""
+    spec = resolve_auto(spec, config, secrets)
+    if config.model.tool_format not in TOOL_FORMATS:
+        raise ConfigError(f"tool format {config.model.tool_format!r} is unknown; expected one of "
+                          f"{list(TOOL_FORMATS)}, e.g. --tool-format react")
+    model = _make(spec, config, secrets, task)
+    if config.model.tool_format == "react" and spec not in ("gold", "empty"):
+        from harness.models.react import ReActModel
+        return ReActModel(model)
+    return model
+
+
+def _make(spec: str, config: Config, secrets: Secrets, task: "Task | None") -> Model:
+    if spec in ("gold", "empty"):
+        return _reference(spec, task)
+    provider, sep, name = spec.partition(":")
+    if not sep or not name:
+        raise ConfigError(f"model spec {spec!r} is not PROVIDER:NAME; expected one of: {EXAMPLES}")
+    max_tokens = config.loop.max_tokens_per_response
+    if provider == "scripted":
+        from harness.models.scripted import ScriptedModel
+        return ScriptedModel.from_file(name, name=spec)
+    if provider == "anthropic":
+        if not secrets.anthropic_api_key:
+            raise ConfigError(f"{spec} needs an API key: set ANTHROPIC_API_KEY (e.g. export "
+                              "ANTHROPIC_API_KEY=sk-ant-...)")
+        from harness.models.anthropic import AnthropicModel
+        return AnthropicModel(name, api_key=secrets.anthropic_api_key, config=config.model,
+                              max_tokens=max_tokens, base_url=config.model.base_url)
+    if provider == "openai":
+        base_url = config.model.base_url or secrets.openai_base_url
+        if not secrets.openai_api_key and not base_url:
+            raise ConfigError(f"{spec} needs OPENAI_API_KEY, or a server: --base-url "
+                              "http://localhost:8000/v1 (vLLM, llama.cpp, Ollama)")
+        from harness.models.openai import OpenAIModel
+        return OpenAIModel(name, api_key=secrets.openai_api_key, config=config.model, max_tokens=max_tokens,
+                           base_url=base_url)
+    raise ConfigError(f"unknown model provider {provider!r} in {spec!r}; expected one of: {EXAMPLES}")
+
+
+def _reference(spec: str, task: "Task | None") -> Model:
+    try:
+        from harness.models import gold
+    except ImportError as exc:
+        raise ConfigError(f"the {spec!r} model is not available in this installation "
+                          f"(harness.models.gold is missing): {exc}") from exc
+    if spec == "empty":
+        return gold.EmptyModel()
+    if task is None or not task.gold_patch:
+        raise ConfigError("the 'gold' model replays a task's reference fix and this task has none "
+                          "(no gold.patch in the task directory); use it with a task that has gold.patch")
+    return gold.GoldModel(task.gold_patch)
