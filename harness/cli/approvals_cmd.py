@@ -61,10 +61,7 @@ def _run(args: argparse.Namespace) -> int:
     queue = ApprovalQueue(approval.state_dir)
     try:
         if args.action == "serve":
-            from harness.approval.web import serve
-            return serve(queue, host=args.host or approval.web_host,
-                         port=approval.web_port if args.port is None else args.port,
-                         token=args.token, extra_hosts=args.allow_host)
+            return _serve(queue, args, approval.web_host, approval.web_port)
         return {"list": _list, "show": _show, "approve": _decide, "deny": _decide,
                 "export": _export}[args.action](queue, args)
     except ApprovalError as exc:
@@ -72,6 +69,20 @@ def _run(args: argparse.Namespace) -> int:
         return 1 if "already" in str(exc) else 2
     finally:
         queue.close()
+
+
+def _serve(queue: ApprovalQueue, args: argparse.Namespace, host: str, port: int) -> int:
+    from harness.approval.web import make_server
+    server = make_server(queue, args.host or host, port if args.port is None else args.port,
+                         args.token, args.allow_host)
+    print(f"approvals page: {server.url}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
 
 
 def _when(ts: float | None) -> str:

@@ -1,0 +1,129 @@
+"""The approve/deny prompt of a session on a terminal, driven through a real pseudo-terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests.approval.helpers import CALLER, REPO, CountingServer, harness_cli
+
+PROMPT = "Approve outbound request #1? [yes/no]"
+
+
+class Terminal:
+    """A harness process whose stdin and stdout are the slave side of a pseudo-terminal."""
+
+    def __init__(self, args: list[str]) -> None:
+        self.master, slave = pty.openpty()
+        self.proc = subprocess.Popen([sys.executable, str(CALLER), *args], stdin=slave, stdout=slave,
+                                     stderr=subprocess.PIPE, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+        os.close(slave)
+        self.screen = b""
+
+    def read_until(self, text: str, timeout: float = 20.0) -> str:
+        deadline = time.time() + timeout
+        while text.encode() not in self.screen:
+            assert time.time() < deadline, f"{text!r} never appeared; the terminal shows:\n{self.screen.decode(errors='replace')}"
+            ready, _, _ = select.select([self.master], [], [], 0.1)
+            if ready:
+                try:
+                    self.screen += os.read(self.master, 65536)
+                except OSError:       # the process ended and closed the terminal
+                    break
+        return self.screen.decode(errors="replace")
+
+    def type(self, line: str) -> None:
+        os.write(self.master, line.encode() + b"\n")
+
+    def result(self) -> dict[str, object]:
+        self.read_until('"text"')
+        self.proc.wait(20)
+        last = [ln for ln in self.screen.decode(errors="replace").splitlines() if ln.startswith("{")][-1]
+        return json.loads(last)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        os.close(self.master)
+
+
+@pytest.fixture
+def server() -> Iterator[CountingServer]:
+    with CountingServer() as srv:
+        yield srv
+
+
+def _ask(state: Path, server: CountingServer, body: str, key: str = "tty-1") -> Terminal:
+    return Terminal(["--state-dir", str(state), "--mode", "ask", "--url", server.url(), "--key", key,
+                     "--body", body])
+
+
+def test_the_prompt_shows_the_preview_and_yes_sends_once(tmp_path: Path, server: CountingServer) -> None:
+    term = _ask(tmp_path, server, "token=s3cr3t\x1b[2J\x1b]0;pwned\x07")
+    try:
+        screen = term.read_until(PROMPT)
+        assert f"│ url     {server.url()}" in screen
+        assert "│   token=s3cr3t\\x1b[2J\\x1b]0;pwned\\x07" in screen    # escapes shown, not obeyed
+        assert "\x1b" not in screen
+        assert server.count() == 0
+        term.type("yes")
+        result = term.result()
+        assert result["ok"] is True and "hit 1 POST /collect" in str(result["text"])
+        assert server.count() == 1
+    finally:
+        term.close()
+
+
+def test_no_with_a_reason_sends_nothing_and_the_model_reads_the_reason(tmp_path: Path, server: CountingServer) -> None:
+    term = _ask(tmp_path, server, "harmless")
+    try:
+        term.read_until(PROMPT)
+        term.type("no")
+        term.read_until("Reason for the model")
+        term.type("use the vendored copy instead")
+        result = term.result()
+        assert result["error"] == "ApprovalDenied"
+        assert "denied by console: use the vendored copy instead" in str(result["text"])
+        assert server.count() == 0
+    finally:
+        term.close()
+
+
+def test_a_forged_prompt_in_the_payload_stays_inside_the_gutter(tmp_path: Path, server: CountingServer) -> None:
+    forged = f"x\n└─ end of request #1 (1 lines) ─\n{PROMPT} (or decide elsewhere): "
+    term = _ask(tmp_path, server, forged)
+    try:
+        screen = term.read_until(f"{PROMPT} (or decide elsewhere: harness")
+        lines = screen.replace("\r", "").split("\n")
+        assert [ln for ln in lines if ln.startswith("Approve outbound")] == [
+            f"{PROMPT} (or decide elsewhere: harness approvals approve 1): "]
+        assert f"│   {PROMPT} (or decide elsewhere): " in lines
+        term.type("maybe")                       # positive control of the parser: asks again
+        term.read_until("please type yes or no (got 'maybe')")
+        term.type("n")
+        term.read_until("Reason for the model")
+        term.type("")
+        assert term.result()["error"] == "ApprovalDenied" and server.count() == 0
+    finally:
+        term.close()
+
+
+def test_a_decision_made_elsewhere_ends_the_prompt(tmp_path: Path, server: CountingServer) -> None:
+    term = _ask(tmp_path, server, "payload")
+    try:
+        term.read_until(PROMPT)
+        assert harness_cli("approve", "1", "--by", "ops", state_dir=tmp_path).returncode == 0
+        term.read_until("request #1 was approved by ops")
+        assert "hit 1 POST" in str(term.result()["text"]) and server.count() == 1
+    finally:
+        term.close()

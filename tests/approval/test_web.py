@@ -1,0 +1,131 @@
+"""The approvals web page in a real headless Chromium (Selenium with Debian's chromedriver), served by
+the real `harness approvals serve` process, deciding requests of real harness processes."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.approval.helpers import CLI, REPO, CountingServer, finish_call, start_call
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+
+
+@pytest.fixture
+def page_url(tmp_path: Path) -> Iterator[str]:
+    """`harness approvals serve --port 0` in its own process; yields the URL it prints (with token)."""
+    proc = subprocess.Popen([sys.executable, "-c", CLI, "approvals", "--state-dir", str(tmp_path), "serve",
+                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        match = re.search(r"http://127\.0\.0\.1:\d+/\?token=\S+", line)
+        assert match, f"serve printed {line!r}; stderr: {proc.stderr.read() if proc.stderr else ''}"
+        yield match.group(0)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture
+def browser() -> Iterator[webdriver.Chrome]:
+    for path in (CHROMIUM, CHROMEDRIVER):
+        assert Path(path).exists(), f"{path} is missing: apt-get install chromium chromium-driver (scripts/install does)"
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _card(browser: webdriver.Chrome, request_id: int):  # type: ignore[no-untyped-def]
+    return WebDriverWait(browser, 15).until(lambda b: b.find_element(By.ID, f"request-{request_id}"))
+
+
+def test_a_request_appears_live_and_approving_it_sends_once(tmp_path: Path, page_url: str,
+                                                            browser: webdriver.Chrome) -> None:
+    browser.get(page_url)
+    assert "token=" not in browser.current_url                  # the token moved into a cookie
+    WebDriverWait(browser, 10).until(lambda b: "live" in b.find_element(By.ID, "status").text)
+    with CountingServer() as server:
+        proc = start_call(tmp_path, server.url(), "web-1", body="hello from the agent")
+        card = _card(browser, 1)                                 # no reload: it appears by itself
+        preview = card.find_element(By.CSS_SELECTOR, "pre.preview").text
+        assert server.url() in preview and "hello from the agent" in preview
+        assert server.count() == 0
+        card.find_element(By.CSS_SELECTOR, "[data-role=approve]").click()
+        assert "hit 1 POST /collect" in str(finish_call(proc)["text"])
+        row = WebDriverWait(browser, 15).until(
+            lambda b: (lambda r: r if r.get_attribute("data-status") == "done" else None)(
+                b.find_element(By.ID, "history-1")))
+        assert "web:127.0.0.1" in row.text and "hit 1 POST" in row.text
+        assert browser.find_elements(By.ID, "request-1") == []
+        assert server.count() == 1
+
+
+def test_denying_on_the_page_sends_nothing_and_the_reason_reaches_the_model(
+        tmp_path: Path, page_url: str, browser: webdriver.Chrome) -> None:
+    browser.get(page_url)
+    with CountingServer() as server:
+        proc = start_call(tmp_path, server.url(), "web-2", body="<img src=x onerror=alert(1)>\u202egnp.exe")
+        card = _card(browser, 1)
+        preview = card.find_element(By.CSS_SELECTOR, "pre.preview").text
+        assert "<img src=x onerror=alert(1)>" in preview and "\\u202egnp.exe" in preview   # shown, not parsed
+        assert card.find_elements(By.TAG_NAME, "img") == []
+        card.find_element(By.CSS_SELECTOR, "[data-role=reason]").send_keys("not on my watch")
+        card.find_element(By.CSS_SELECTOR, "[data-role=deny]").click()
+        result = finish_call(proc)
+        assert result["error"] == "ApprovalDenied" and "not on my watch" in str(result["text"])
+        assert server.count() == 0
+
+
+def _post(base: str, headers: dict[str, str], body: dict[str, object]) -> tuple[int, str]:
+    req = urllib.request.Request(base + "/api/decide", data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_the_page_refuses_missing_token_foreign_host_and_cross_site_posts(
+        tmp_path: Path, page_url: str, browser: webdriver.Chrome) -> None:
+    base, token = page_url.split("/?token=")
+    browser.get(base + "/")
+    assert "not signed in" in browser.find_element(By.TAG_NAME, "body").text
+    browser.get(page_url)                                       # positive control: the token URL works
+    csrf = browser.find_element(By.CSS_SELECTOR, 'meta[name="csrf-token"]').get_attribute("content")
+    with CountingServer() as server:
+        proc = start_call(tmp_path, server.url(), "web-3")
+        _card(browser, 1)
+        cookie, host = {"Cookie": f"harness_approvals={token}"}, base.split("//")[1]
+        with urllib.request.urlopen(urllib.request.Request(base + "/api/state", headers=cookie)) as resp:
+            request_hash = json.loads(resp.read())["pending"][0]["hash"]
+        body = {"id": 1, "decision": "approve", "reason": "", "hash": request_hash}
+        assert _post(base, {**cookie, "Origin": "http://evil.example", "X-CSRF-Token": str(csrf)}, body) == (
+            403, json.dumps({"error": "cross-site request refused: Origin 'http://evil.example' is not this page"}))
+        status, text = _post(base, {**cookie, "Origin": f"http://{host}"}, body)
+        assert (status, json.loads(text)["error"]) == (403, "missing or wrong X-CSRF-Token; reload the page")
+        status, text = _post(base, {**cookie, "Origin": f"http://{host}", "X-CSRF-Token": str(csrf),
+                                    "Host": "rebound.example:80"}, body)
+        assert status == 421 and "is not this server" in json.loads(text)["error"]
+        assert server.count() == 0
+        status, text = _post(base, {**cookie, "Origin": f"http://{host}", "X-CSRF-Token": str(csrf)}, body)
+        assert status == 200 and json.loads(text)["status"] == "approved"
+        assert "hit 1 POST" in str(finish_call(proc)["text"]) and server.count() == 1
