@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 from typing import Iterator
@@ -62,8 +63,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     try:
         import docker
         client = docker.from_env()
-        left = client.containers.list(all=True, filters={"label": "harness.test=1"})
-        vols = client.volumes.list(filters={"label": "harness.test=1"})
+        # Only this pytest process's containers: other test runs on the same machine are not ours.
+        mine = {"label": ["harness.test=1", f"harness.pid={os.getpid()}"]}
+        left = client.containers.list(all=True, filters=mine)
+        vols = client.volumes.list(filters=mine)
     except Exception:  # noqa: BLE001 - no Docker: the Docker tests already failed saying so
         return
     if left or vols:
