@@ -1,0 +1,247 @@
+"""One repair session: a fresh sandbox holding the task's files, the agent loop, the patch, the tests.
+
+`run_session` writes into `out_dir`: trajectory.jsonl (appended live), patch.diff (the agent's
+change as a unified diff against the starting files) and result.json (stop reason, turns, tokens,
+cost, durations, tests, the model and the resolved config; never secrets). With `attempts` > 1 it is
+Reflexion (seed 000): while the task's tests fail, the model writes a short self-critique and a new
+attempt starts from the original files with the test output and that critique prepended to the
+task; the tests are the signal, the model never grades itself. Each attempt keeps its files in
+out_dir/attempt-N/ and the last one is copied to the top.
+
+The patch comes from a git baseline made at the start inside the sandbox, in GIT_DIR=/tmp/harness/git
+outside /workspace (the agent's project gets no .git of ours); caches are excluded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from harness.config import Config, Secrets
+from harness.evaluation.tasks import Task
+from harness.loop import AgentLoop, LoopResult, StepEvent
+from harness.messages import Message, TextBlock, system, user
+from harness.models.base import Model, Usage
+from harness.tools.base import ToolContext
+from harness.trajectory import TrajectoryWriter, read_lines
+from harness.workspace import replay, run_tests, sandbox_patch, start_baseline
+from sandbox.api import ExecResult
+
+Progress = Callable[["StepEvent | str"], None]
+
+
+@dataclass(frozen=True)
+class Attempt:
+    number: int
+    session: str
+    loop: LoopResult
+    patch: str
+    tests: ExecResult | None
+    setup_seconds: float
+    test_seconds: float
+    tool_specs: list[dict[str, Any]] = field(default_factory=list)
+    reflection: str = ""
+
+    @property
+    def tests_passed(self) -> bool | None:
+        return None if self.tests is None else self.tests.ok
+
+
+@dataclass(frozen=True)
+class SessionOutcome:
+    stop_reason: str
+    turns: int
+    usage: Usage
+    cost_usd: float | None
+    duration: float
+    patch: str
+    out_dir: Path
+    tests_passed: bool | None
+    attempts: int
+    final_text: str = ""
+    model: str = ""
+    session: str = ""
+    attempt_results: list[Attempt] = field(default_factory=list)
+
+
+def run_session(task: Task, model: Model, config: Config, out_dir: Path, *, image: str | None = None,
+                secrets: Secrets | None = None, progress: Progress | None = None,
+                resume_from: Path | None = None, labels: Mapping[str, str] | None = None) -> SessionOutcome:
+    """Run the task with `model` in fresh sandboxes (one per attempt) and write the run's files.
+
+    `resume_from`: a trajectory.jsonl of an earlier run of this task: its non-outbound calls are
+    replayed in the new sandbox to rebuild the workspace, then the loop goes on from where it was.
+    """
+    started = time.monotonic()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    image = image or _image(config, task)
+    say = progress or (lambda _event: None)
+    attempts: list[Attempt] = []
+    notes: list[str] = []
+    total = max(1, config.loop.attempts)
+    for number in range(1, total + 1):
+        where = out_dir if total == 1 else out_dir / f"attempt-{number}"
+        say(f"attempt {number}/{total}: starting a sandbox" if total > 1 else "starting a sandbox")
+        attempt = _attempt(task, model, config, where, image, number, notes, say,
+                           resume_from if number == 1 else None, dict(labels or {}))
+        if attempt.tests_passed is False and number < total and attempt.loop.stop_reason != "error":
+            attempt = dataclasses.replace(attempt, reflection=_reflect(model, task, attempt, say))
+            notes.append(_note(task, attempt))
+        attempts.append(attempt)
+        if attempt.tests_passed is not False or attempt.loop.stop_reason == "error" or not attempt.reflection:
+            break
+    if total > 1:
+        for name in ("trajectory.jsonl", "patch.diff"):
+            shutil.copyfile(out_dir / f"attempt-{len(attempts)}" / name, out_dir / name)
+    outcome = _outcome(attempts, model, out_dir, time.monotonic() - started)
+    write_result(out_dir / "result.json", task, outcome, config, image, resumed_from=resume_from)
+    return outcome
+
+
+def _image(config: Config, task: Task) -> str:
+    if config.sandbox.image != "auto":
+        return config.sandbox.image
+    from sandbox.images import ensure_image
+    return ensure_image(python=task.python or config.sandbox.python, base=config.sandbox.base)
+
+
+def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, number: int,
+             notes: list[str], say: Progress, resume_from: Path | None, labels: dict[str, str]) -> Attempt:
+    from harness.approval.wiring import outbound_tools_for_session
+    from harness.tools.catalog import default_catalog
+    from sandbox.api import SandboxSpec
+    from sandbox.docker_sandbox import DockerSandbox
+
+    session = f"{task.id}-{uuid.uuid4().hex[:8]}"
+    spec = SandboxSpec(image=image, session=session, project_dir=task.repo_dir, limits=config.sandbox.limits,
+                       labels={"harness.kind": "session", **labels})
+    t0 = time.monotonic()
+    with DockerSandbox(spec) as box:
+        start_baseline(box)
+        tools, services = outbound_tools_for_session(config, session, config.approval.mode)
+        catalog = default_catalog(config, extra=tools)
+        ctx = ToolContext(sandbox=box, session=session, services=services)
+        writer = TrajectoryWriter(where / "trajectory.jsonl")
+        messages = _start_messages(task, notes, number, resume_from, catalog, ctx, writer, say)
+        setup = time.monotonic() - t0
+        say("agent running")
+        loop = AgentLoop(model, catalog, ctx, config, trajectory=writer, progress=say).run(messages)
+        patch = sandbox_patch(box)
+        (where / "patch.diff").write_text(patch)
+        tests, test_seconds = None, 0.0
+        if task.test_cmd:
+            say(f"running the tests: {task.test_cmd}")
+            t1 = time.monotonic()
+            tests = run_tests(box, task, config)
+            test_seconds = time.monotonic() - t1
+            (where / "tests.txt").write_text(f"$ {task.test_cmd}\n[exit {tests.exit_code}]\n{_tail(tests, 100_000)}\n")
+    return Attempt(number, session, loop, patch, tests, setup, test_seconds, catalog.specs())
+
+
+def _start_messages(task: Task, notes: list[str], number: int, resume_from: Path | None, catalog: Any,
+                    ctx: ToolContext, writer: TrajectoryWriter, say: Progress) -> list[Message]:
+    if resume_from is not None:
+        lines = read_lines(resume_from)
+        messages = [Message.from_dict(d) for d in lines]
+        for line, m in zip(lines, messages):
+            writer.write(m, line.get("meta"))
+        say(f"resuming: replaying {sum(len(m.tool_uses) for m in messages)} recorded call(s)")
+        replay(messages, catalog, ctx)
+        return messages
+    text = prompt("task.md", task_id=task.id, problem=task.problem_statement.strip(),
+                  tests=f"\nThe project's tests run with: `{task.test_cmd}`\n" if task.test_cmd else "")
+    if notes:
+        text += prompt("retry.md", number=number, notes="\n".join(notes))
+    messages = [system(prompt("system.md")), user(text)]
+    writer.write_all(messages)
+    return messages
+
+
+def _reflect(model: Model, task: Task, attempt: Attempt, say: Progress) -> str:
+    """The model's self-critique of a failed attempt ("" when the model cannot give one)."""
+    from harness.errors import ModelError
+    assert attempt.tests is not None
+    say("tests failed: asking the model for a self-critique")
+    ask = prompt("reflect.md", test_cmd=task.test_cmd, exit_code=attempt.tests.exit_code,
+                 output=_tail(attempt.tests, 3000))
+    messages = list(attempt.loop.messages)
+    if messages and messages[-1].role == "user":
+        messages[-1] = Message("user", messages[-1].content + (TextBlock(ask),))
+    else:
+        messages.append(user(ask))
+    try:   # the tools are listed because the transcript holds calls; the prompt asks for none
+        return model.respond(messages, attempt.tool_specs).message.text.strip()
+    except ModelError as exc:
+        say(f"no self-critique: {exc}")
+        return ""
+
+
+def _note(task: Task, attempt: Attempt) -> str:
+    assert attempt.tests is not None
+    return (f"\n### Attempt {attempt.number}: tests failed (exit code {attempt.tests.exit_code})\n\n"
+            f"End of the test output:\n\n```\n{_tail(attempt.tests, 2000)}\n```\n\n"
+            f"Your self-critique after that attempt:\n\n{attempt.reflection}\n")
+
+
+def _tail(result: ExecResult, limit: int) -> str:
+    text = (result.stdout.text + ("\n" + result.stderr.text if result.stderr.text.strip() else "")).strip()
+    return text if len(text) <= limit else "[...]\n" + text[-limit:]
+
+
+def _outcome(attempts: list[Attempt], model: Model, out_dir: Path, duration: float) -> SessionOutcome:
+    last = attempts[-1]
+    usage = Usage()
+    for a in attempts:
+        usage = usage + a.loop.usage
+    costs = [a.loop.cost_usd for a in attempts]
+    return SessionOutcome(stop_reason=last.loop.stop_reason, turns=sum(a.loop.turns for a in attempts),
+                          usage=usage, cost_usd=None if None in costs else sum(c or 0.0 for c in costs),
+                          duration=duration, patch=last.patch, out_dir=out_dir, tests_passed=last.tests_passed,
+                          attempts=len(attempts), final_text=last.loop.final_text, model=model.name,
+                          session=last.session, attempt_results=attempts)
+
+
+def prompt(name: str, **values: Any) -> str:
+    """A prompt shipped in harness/data/prompts, filled with `values`."""
+    text = (resources.files("harness") / "data" / "prompts" / name).read_text(encoding="utf-8")
+    return text.format(**values) if values else text
+
+
+def write_result(path: Path, task: Task, outcome: SessionOutcome, config: Config, image: str, *,
+                 resumed_from: Path | None = None) -> None:
+    """result.json: what happened, measured, with the resolved config (secrets are not in Config)."""
+    import json
+    from datetime import datetime, timezone
+
+    def usage(u: Usage) -> dict[str, int]:
+        return dataclasses.asdict(u)
+
+    data = {
+        "task": task.id, "model": outcome.model, "stop_reason": outcome.stop_reason,
+        "finished": outcome.stop_reason == "end", "final_text": outcome.final_text, "turns": outcome.turns,
+        "usage": usage(outcome.usage), "cost_usd": outcome.cost_usd, "tests_passed": outcome.tests_passed,
+        "test_cmd": task.test_cmd, "patch_files": sum(1 for line in outcome.patch.splitlines() if line.startswith("diff --git ")),
+        "durations": {"total": round(outcome.duration, 3)}, "session": outcome.session, "image": image,
+        "attempts": [_attempt_record(a) for a in outcome.attempt_results],
+        "resumed_from": str(resumed_from) if resumed_from else None,
+        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "config": config.to_dict(),
+    }
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def _attempt_record(a: Attempt) -> dict[str, Any]:
+    return {"number": a.number, "session": a.session, "stop_reason": a.loop.stop_reason, "turns": a.loop.turns,
+            "usage": dataclasses.asdict(a.loop.usage), "cost_usd": a.loop.cost_usd,
+            "tests_passed": a.tests_passed, "tests_exit_code": a.tests.exit_code if a.tests else None,
+            "reflection": a.reflection or None,
+            "durations": {"setup": round(a.setup_seconds, 3), "model": round(a.loop.model_seconds, 3),
+                          "tools": round(a.loop.tool_seconds, 3), "loop": round(a.loop.wall_seconds, 3),
+                          "tests": round(a.test_seconds, 3)}}

@@ -1,0 +1,73 @@
+"""What a session does to the sandbox's workspace besides the agent's own calls.
+
+A git baseline of the starting files in GIT_DIR=/tmp/harness/git (outside /workspace, so the project
+gets no .git of ours), the patch against it, the task's test command, and the replay of recorded
+calls that rebuilds a workspace when a run is resumed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Sequence
+
+from harness.config import Config
+from harness.errors import HarnessError
+from harness.evaluation.tasks import Task
+from harness.messages import Message
+from harness.tools.base import Effect, ToolContext
+from sandbox.api import WORKDIR, ExecResult, Sandbox
+
+if TYPE_CHECKING:
+    from harness.tools.catalog import Catalog
+
+GIT_DIR = "/tmp/harness/git"
+PATCH_FILE = "/tmp/harness/patch.diff"
+EXCLUDE = ["__pycache__/", "*.pyc", ".pytest_cache/", ".mypy_cache/", ".ruff_cache/", "*.egg-info/"]
+GIT_ENV = {"GIT_DIR": GIT_DIR, "GIT_WORK_TREE": WORKDIR, "GIT_AUTHOR_NAME": "harness",
+           "GIT_AUTHOR_EMAIL": "harness@localhost", "GIT_COMMITTER_NAME": "harness",
+           "GIT_COMMITTER_EMAIL": "harness@localhost", "GIT_CONFIG_NOSYSTEM": "1", "HOME": "/tmp/harness"}
+
+
+def _git(box: Sandbox, script: str, what: str, timeout: float = 300.0) -> ExecResult:
+    result = box.exec(script, timeout=timeout, env=GIT_ENV, save_output=False)
+    if not result.ok:
+        raise HarnessError(f"{what} failed in the sandbox (exit {result.exit_code}): "
+                           f"{(result.stderr.text or result.stdout.text)[-800:]}")
+    return result
+
+
+def start_baseline(box: Sandbox) -> None:
+    """Record the starting files, so that the patch can be computed at the end."""
+    exclude = "\\n".join(EXCLUDE)
+    _git(box, f"git init -q && printf '{exclude}\\n' > {GIT_DIR}/info/exclude && git add -A && "
+              "git -c commit.gpgsign=false commit -q --allow-empty -m baseline", "recording the starting files")
+
+
+def sandbox_patch(box: Sandbox) -> str:
+    """The agent's change as a unified diff (a/<path> b/<path>) against the starting files."""
+    _git(box, f"git add -A && git diff --cached --binary --no-color --no-ext-diff HEAD > {PATCH_FILE}",
+         "computing the patch")
+    return box.read_file(PATCH_FILE).data.decode("utf-8", errors="replace")
+
+
+def run_tests(box: Sandbox, task: Task, config: Config) -> ExecResult:
+    """The task's test command in the workspace; a failing or timed-out run is a result, not an error."""
+    assert task.test_cmd
+    return box.exec(task.test_cmd, timeout=config.loop.test_timeout)
+
+
+def replay(messages: Sequence[Message], catalog: "Catalog", ctx: ToolContext) -> int:
+    """Run the recorded calls again, in order, to rebuild the workspace; outbound calls are not
+    repeated (they ran once, with a human's approval). Returns how many calls were replayed."""
+    answered = {r.tool_use_id for m in messages for r in m.tool_results}
+    count = 0
+    for m in messages:
+        for call in m.tool_uses:
+            if call.id not in answered or call.name not in catalog.tools:
+                continue
+            if catalog.effect_of(call.name) == Effect.OUTBOUND:
+                continue
+            catalog.execute(call, dataclasses.replace(ctx, tool_use_id=call.id))
+            count += 1
+    return count
+
