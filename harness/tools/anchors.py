@@ -42,7 +42,7 @@ def replace_once(text: str, old: str, new: str, shown_path: str) -> Replacement:
     if not where:
         raise EditError(_not_found_message(text, old, shown_path))
     if len(where) > 1:
-        lines = [line_of(text, p) for p in where]
+        lines = sorted({line_of(text, p) for p in where})
         listed = ", ".join(map(str, lines[:MAX_LISTED])) + (", ..." if len(lines) > MAX_LISTED else "")
         raise EditError(f"`old` occurs {len(where)} times in {shown_path} (starting at lines {listed}); "
                         "nothing was changed. Make `old` unique by including a neighbouring line, e.g. "

@@ -119,9 +119,10 @@ def commit(ctx: ToolContext, changes: list[Change], *, lint_python: bool = True)
             done.append(ch)
     except EditError as exc:
         undone = [_undo(ctx, ch) for ch in reversed(done)]
-        raise EditError(f"{exc}\nNo file was changed by this call"
-                        + ("" if all(undone) else f" except: {', '.join(u for u in undone if u)}")
-                        + ".") from None
+        stuck = [u for u in undone if u]
+        raise EditError(f"{exc}\n" + (f"These files could not be put back and hold this call's version: "
+                                      f"{', '.join(stuck)}; view them." if stuck
+                                      else "No file was changed by this call.")) from None
     state = edit_state(ctx)
     for ch in changes:
         if ch.new_text is None:

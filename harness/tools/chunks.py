@@ -28,11 +28,12 @@ _SUFFIXES = ("ations", "ation", "ings", "ing", "ies", "ed", "es", "ly", "s")
 
 
 def stem(word: str) -> str:
+    """A light suffix stripper: counting, counts, counted -> count; parse, parsing -> pars."""
     for suffix in _SUFFIXES:
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            base = word[: -len(suffix)]
-            return base + "y" if suffix == "ies" else base
-    return word
+            word = word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+            break
+    return word[:-1] if word.endswith("e") and len(word) >= 4 else word
 
 
 def terms(text: str) -> list[str]:
