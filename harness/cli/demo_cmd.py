@@ -1,32 +1,100 @@
-"""`harness demo`: the built-in default job. Opens a sandbox on the demo task and runs a few commands
-through the shell tool, printing exactly what the model would see."""
+"""`harness demo`: the built-in default, a real agent session on the demo task tasks/wordcount.
+
+With ANTHROPIC_API_KEY or OPENAI_API_KEY (or HARNESS_MODEL, or --model) it uses that model; with
+none it replays a recorded repair shipped in the package (harness/data/scripts/wordcount-fix.json)
+through the same real sandbox and tools. Either way it then shows the agent's patch and the task's
+tests run on the result.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+from datetime import datetime, timezone
 from pathlib import Path
 
-from harness.cli.common import open_sandbox
-from harness.config import load
-from harness.tools.shell import bash_tool
-from harness.tools.base import ToolContext
+from harness.cli.run_cmd import execute, exit_code, find_task, print_summary
+from harness.config import Config, Secrets, load
+from harness.errors import ConfigError
 
 DEMO_TASK = Path(__file__).resolve().parents[2] / "tasks" / "wordcount"
-COMMANDS = ["ls -R", "python -m pytest -q", "python -c \"import urllib.request as u; u.urlopen('http://example.com')\""]
+DEMO_SCRIPT = "scripted:wordcount-fix"
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("demo", help="the built-in default: a sandbox session on tasks/wordcount")
+    p = sub.add_parser("demo", help="the built-in default: an agent repairs tasks/wordcount in a sandbox",
+                       description="Run an agent session on the demo task: a real model when an API key is set, "
+                                   "else a recorded repair replayed through the real sandbox and tools.")
     p.add_argument("--task", type=Path, default=DEMO_TASK, help="task folder (default: tasks/wordcount)")
+    p.add_argument("--model", help=f"model spec (default: by the API key found, else {DEMO_SCRIPT})")
+    p.add_argument("--out", type=Path, help="output directory (default: runs/demo-YYYYmmdd-HHMMSS)")
     p.set_defaults(func=_run)
 
 
+def choose_model(config: Config, secrets: Secrets, given: str | None) -> tuple[str, str]:
+    """The model spec for the demo and a sentence saying why it was chosen."""
+    from harness.models.factory import resolve_auto
+    if given:
+        return given, "given with --model"
+    if config.model.spec != "auto":
+        return config.model.spec, "from HARNESS_MODEL"
+    try:
+        spec = resolve_auto("auto", config, secrets)
+    except ConfigError:
+        return DEMO_SCRIPT, ("no ANTHROPIC_API_KEY or OPENAI_API_KEY set: replaying the recorded repair that "
+                             "ships with harness, through the real sandbox and tools")
+    return spec, "an API key was found in the environment"
+
+
 def _run(args: argparse.Namespace) -> int:
-    config = load()[0]
-    tool = bash_tool(config.tools)
-    with open_sandbox(args.task / "repo", config) as box:
-        ctx = ToolContext(sandbox=box, session=box.session)
-        for command in COMMANDS:
-            print(f"\n$ {command}")
-            print(tool.function(ctx, command=command))
-    return 0
+    config, secrets = load()
+    spec, why = choose_model(config, secrets, args.model)
+    config = config.replace(model=dataclasses.replace(config.model, spec=spec))
+    task = find_task(args.task)
+    out = args.out or Path("runs") / f"demo-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"
+    print(f"demo: task {task.id} ({task.repo_dir}), model {spec}: {why}")
+    print(f"problem: {task.problem_statement.strip().splitlines()[0]}")
+    outcome = execute(task, config, secrets, out)
+    print("\n--- what the agent did (trajectory.jsonl) ---")
+    print(steps(out / "trajectory.jsonl"))
+    print("\n--- the agent's patch (patch.diff) ---")
+    print(outcome.patch.rstrip() or "(the agent changed nothing)")
+    tests = out / "tests.txt"
+    if tests.is_file():
+        lines = tests.read_text().rstrip().splitlines()
+        print("\n--- the task's tests, run in the sandbox after the session (tests.txt) ---")
+        print("\n".join(lines[:2] + (["[...]"] if len(lines) > 14 else []) + lines[max(2, len(lines) - 12):]))
+    print()
+    print_summary(task, outcome)
+    return exit_code(outcome)
+
+
+def steps(trajectory: Path, width: int = 100) -> str:
+    """One line per model remark and per tool call with the first line of its result."""
+    from harness.trajectory import load_trajectory
+
+    def short(text: str) -> str:
+        line = text.strip().splitlines()[0] if text.strip() else ""
+        return line if len(line) <= width else line[: width - 3] + "..."
+
+    def result(content: str, name: str) -> str:
+        lines = [x for x in content.strip().splitlines() if x.strip()]
+        tail = f" ... {short(lines[-1])}" if name == "bash" and len(lines) > 1 else ""
+        return short(content) + tail
+
+    out: list[str] = []
+    names: dict[str, str] = {}
+    turn = 0
+    for m in load_trajectory(trajectory):
+        if m.role == "assistant":
+            turn += 1
+            if m.text.strip():
+                out.append(f"{turn:>3}. {short(m.text)}")
+            for c in m.tool_uses:
+                names[c.id] = c.name
+                out.append(f"     -> {c.name} {short(json.dumps(c.input, ensure_ascii=False))}")
+        elif m.role == "user" and m.tool_results:
+            out.extend(f"     <- {'ERROR ' if r.is_error else ''}{result(r.content, names.get(r.tool_use_id, ''))}"
+                       for r in m.tool_results)
+    return "\n".join(out)

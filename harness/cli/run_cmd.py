@@ -1,15 +1,174 @@
-"""`harness run`: not built yet (placeholder registered so the command list is complete)."""
+"""`harness run TASK`: one repair session on a task, with live progress and a short summary.
+
+Exit codes: 0 the tests pass (or, without tests, the agent finished); 1 the session ran and did
+not succeed (tests fail, turn cap, cut response, budget); 2 bad input; 3 the model API or the
+sandbox failed.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from harness.config import Config, Secrets, load
+from harness.errors import TaskError
+from harness.evaluation.tasks import Task, load_task
+from harness.loop import StepEvent
+from harness.session import SessionOutcome, run_session
+
+STOP_WORDS = {"end": "the agent finished", "cap": "turn limit reached, the agent did not finish",
+              "truncated": "a response was cut at max_tokens", "error": "the model API or the harness failed",
+              "budget": "a budget ran out"}
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("run", help="(not available yet)")
+    p = sub.add_parser("run", help="run one repair session on a task in a fresh sandbox",
+                       description="Run an agent on TASK (a task directory: task.json, problem.md, repo/) in a "
+                                   "fresh network-less sandbox; write trajectory.jsonl, patch.diff and result.json.")
+    p.add_argument("task", type=Path, help="task directory, e.g. tasks/wordcount")
+    add_session_options(p)
+    p.add_argument("--out", type=Path, help="output directory (default: runs/TASK-YYYYmmdd-HHMMSS)")
+    p.add_argument("--resume", type=Path, metavar="DIR",
+                   help="continue the run in DIR (its trajectory.jsonl) in a new sandbox")
+    p.add_argument("--json", action="store_true", help="print result.json instead of the summary")
     p.set_defaults(func=_run)
 
 
+def add_session_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", help="anthropic:MODEL, openai:MODEL, scripted:PATH, gold, empty "
+                                   "(default: HARNESS_MODEL, else by the API key found)")
+    p.add_argument("--max-turns", type=int, help="model calls per attempt (default 40)")
+    p.add_argument("--tool-format", choices=["native", "react"], help="native tool calls or a ReAct text prompt")
+    p.add_argument("--attempts", type=int, help="Reflexion: attempts while the tests fail (default 1)")
+    p.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://localhost:8000/v1")
+
+
+def apply_options(config: Config, args: argparse.Namespace) -> Config:
+    """The config with the command line's choices applied (each option given overrides)."""
+    model, loop = config.model, config.loop
+    if args.model:
+        model = dataclasses.replace(model, spec=args.model)
+    if args.tool_format:
+        model = dataclasses.replace(model, tool_format=args.tool_format)
+    if args.base_url:
+        model = dataclasses.replace(model, base_url=args.base_url)
+    for name in ("max_turns", "attempts"):
+        value = getattr(args, name)
+        if value is not None:
+            if value < 1:
+                from harness.errors import ConfigError
+                raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {value}; "
+                                  f"e.g. --{name.replace('_', '-')} 3")
+            loop = dataclasses.replace(loop, **{name: value})
+    return config.replace(model=model, loop=loop)
+
+
+def find_task(path: Path) -> Task:
+    if not path.exists() and (Path("tasks") / path).is_dir():
+        path = Path("tasks") / path
+    if not path.is_dir():
+        raise TaskError(f"task directory {str(path)!r} does not exist; pass a folder holding task.json, "
+                        "problem.md and repo/, e.g. harness run tasks/wordcount")
+    return load_task(path)
+
+
 def _run(args: argparse.Namespace) -> int:
-    print("harness run: not available in this version")
-    return 2
+    config, secrets = load()
+    config = apply_options(config, args)
+    task = find_task(args.task)
+    out = args.out or args.resume or default_out(task)
+    resume = None
+    if args.resume:
+        resume = args.resume / "trajectory.jsonl"
+        if args.out is None:   # continuing in place: keep the earlier run's lines aside
+            kept = args.resume / "trajectory.before-resume.jsonl"
+            resume.replace(kept)
+            resume = kept
+    outcome = execute(task, config, secrets, out, resume_from=resume)
+    if args.json:
+        print((out / "result.json").read_text(), end="")
+    else:
+        print_summary(task, outcome)
+    return exit_code(outcome)
+
+
+def default_out(task: Task) -> Path:
+    return Path("runs") / f"{task.id}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"
+
+
+def execute(task: Task, config: Config, secrets: Secrets, out: Path, *, resume_from: Path | None = None) -> SessionOutcome:
+    """Make the model, build the image if needed, run the session with live progress on stderr."""
+    from harness.cli.common import stderr_progress
+    from harness.models.factory import make_model
+    from sandbox.images import ensure_image
+
+    model = make_model(config.model.spec, config, secrets, task=task)
+    image = config.sandbox.image
+    if image == "auto":
+        image = ensure_image(python=task.python, base=config.sandbox.base, progress=stderr_progress("sandbox build"))
+    with LiveProgress(task, model.name) as progress:
+        return run_session(task, model, config, out, image=image, secrets=secrets, progress=progress,
+                           resume_from=resume_from)
+
+
+class LiveProgress:
+    """Turn, last tool and elapsed time on a terminal (rich); phase lines only when not a terminal."""
+
+    def __init__(self, task: Task, model: str) -> None:
+        from rich.console import Console
+        self.console = Console(stderr=True)
+        self.live = self.console.is_terminal
+        self.title = f"{task.id} · {model}"
+        self.status: Any = None
+        self.turn, self.tool, self.elapsed, self.tokens = 0, "", 0.0, 0
+
+    def __enter__(self) -> Callable[["StepEvent | str"], None]:
+        if self.live:
+            self.status = self.console.status(self.title)
+            self.status.start()
+        return self.report
+
+    def __exit__(self, *exc: object) -> None:
+        if self.status is not None:
+            self.status.stop()
+
+    def report(self, event: "StepEvent | str") -> None:
+        if isinstance(event, str):
+            self.console.print(f"[dim]{self.title}:[/dim] {event}", highlight=False)
+            return
+        self.turn, self.elapsed = event.turn, event.elapsed
+        self.tokens += event.usage.input_tokens + event.usage.output_tokens
+        if event.kind == "tool":
+            self.tool = f"{event.tool}{' (error)' if event.is_error else ''}"
+            if self.live:
+                self.console.print(f"  turn {event.turn:>3}  {self.tool:<24} {event.elapsed:7.1f}s", highlight=False)
+        if self.status is not None:
+            self.status.update(f"{self.title} · turn {self.turn} · last tool {self.tool or '-'} · "
+                               f"{self.elapsed:.0f}s · {self.tokens} tokens")
+
+
+def print_summary(task: Task, o: SessionOutcome) -> None:
+    tests = {True: "tests pass", False: "tests FAIL", None: "no tests"}[o.tests_passed]
+    cost = f"${o.cost_usd:.4f}" if o.cost_usd is not None else "cost n/a (no price configured)"
+    added = sum(1 for x in o.patch.splitlines() if x.startswith("+") and not x.startswith("+++"))
+    removed = sum(1 for x in o.patch.splitlines() if x.startswith("-") and not x.startswith("---"))
+    files = sum(1 for x in o.patch.splitlines() if x.startswith("diff --git "))
+    print(f"{task.id}: {tests} · stopped: {o.stop_reason} ({STOP_WORDS.get(o.stop_reason, '')}) · "
+          f"{o.turns} turn(s) · {o.attempts} attempt(s) · {o.duration:.1f}s")
+    print(f"tokens: {o.usage.input_tokens} in, {o.usage.output_tokens} out, {o.usage.cache_read_tokens} cached · {cost}")
+    print(f"patch: {files} file(s), +{added} -{removed}")
+    if o.stop_reason != "end" and o.final_text:
+        print(f"why it stopped: {o.final_text[:400]}")
+    print(f"files: {o.out_dir}/trajectory.jsonl, patch.diff, result.json")
+
+
+def exit_code(o: SessionOutcome) -> int:
+    if o.stop_reason == "error":
+        return 3
+    if o.tests_passed is None:
+        return 0 if o.stop_reason == "end" else 1
+    return 0 if o.tests_passed else 1
+
