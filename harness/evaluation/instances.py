@@ -1,0 +1,180 @@
+"""SWE-bench instances (JSONL) as tasks, predictions files, and our tasks exported as instances.
+
+An instance line has SWE-bench's fields (`instance_id`, `repo`, `base_commit`, `patch`, `test_patch`,
+`problem_statement`, `FAIL_TO_PASS`, `PASS_TO_PASS`; the last two as JSON lists or JSON-encoded
+strings) plus the fields that let it run offline: `requirements` (pinned pip requirements, the
+project excluded), `install_cmd`, `test_cmd` (pytest with -rA output) and `python` ("3.9", ...).
+Its source comes from `--repos DIR`: `DIR/<instance_id>.tar.gz` (the tree at base_commit, possibly
+under one top folder) or a git clone `DIR/<owner>__<name>` that contains base_commit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from harness.errors import TaskError
+from harness.evaluation.sources import cache_dir, checkout_commit, extract_tarball
+from harness.evaluation.tasks import Task, check_meta, task_from_meta
+
+INSTANCE_EXAMPLE = ('{"instance_id": "owner__name-1", "repo": "owner/name", "base_commit": "<sha>", '
+                    '"problem_statement": "...", "patch": "...", "test_patch": "...", '
+                    '"FAIL_TO_PASS": ["tests/test_x.py::test_y"], "PASS_TO_PASS": [], '
+                    '"requirements": ["pytest==8.3.5"], "test_cmd": "python -m pytest -rA", "python": "3.9"}')
+_OFFLINE_KEYS = ("FAIL_TO_PASS", "PASS_TO_PASS", "requirements", "install_cmd", "test_cmd", "python",
+                 "repo", "base_commit", "version", "created_at")
+
+
+def read_jsonl(path: Path, what: str) -> list[dict[str, Any]]:
+    """The objects of a JSONL file (a JSON list is accepted too), with line-numbered errors."""
+    text = Path(path).read_text()
+    if text.lstrip().startswith("["):
+        try:
+            rows = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TaskError(f"{path} is not valid JSON: {exc}") from exc
+        return [dict(r) for r in rows]
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TaskError(f"{path}:{number} is not a JSON object ({exc}); each line of a {what} file "
+                            f"is one object") from exc
+        if not isinstance(row, dict):
+            raise TaskError(f"{path}:{number} is {type(row).__name__}, expected a JSON object")
+        rows.append(row)
+    return rows
+
+
+def _json_list(value: Any) -> Any:
+    """SWE-bench stores FAIL_TO_PASS/PASS_TO_PASS as JSON-encoded strings; accept both forms."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def instance_meta(row: dict[str, Any]) -> dict[str, Any]:
+    meta = {k: row[k] for k in _OFFLINE_KEYS if k in row and row[k] is not None}
+    for key in ("FAIL_TO_PASS", "PASS_TO_PASS", "requirements"):
+        if key in meta:
+            meta[key] = _json_list(meta[key])
+    meta["id"] = row.get("instance_id")
+    return meta
+
+
+def load_instances(path: Path, repos: Path | None, ids: Iterable[str] | None = None) -> list[Task]:
+    """Tasks for the instances in `path` (only `ids`, when given), sources taken from `repos`."""
+    rows = read_jsonl(path, "instances")
+    wanted = set(ids) if ids else None
+    problems: list[str] = []
+    for number, row in enumerate(rows, 1):
+        where = f"{path} instance {row.get('instance_id', f'#{number}')}"
+        if not isinstance(row.get("instance_id"), str):
+            problems.append(f"{where}: instance_id is missing; example line: {INSTANCE_EXAMPLE}")
+        if not isinstance(row.get("problem_statement"), str):
+            problems.append(f"{where}: problem_statement is missing")
+        problems += check_meta(instance_meta(row), where)
+    if problems:
+        raise TaskError("invalid instances:\n  - " + "\n  - ".join(problems))
+    if wanted is not None:
+        unknown = sorted(wanted - {r["instance_id"] for r in rows})
+        if unknown:
+            raise TaskError(f"--instance-ids {unknown} are not in {path}")
+        rows = [r for r in rows if r["instance_id"] in wanted]
+    return [_instance_task(row, repos) for row in rows]
+
+
+def _instance_task(row: dict[str, Any], repos: Path | None) -> Task:
+    return task_from_meta(instance_meta(row), default_id=row["instance_id"],
+                          problem=row["problem_statement"], repo_dir=instance_source(row, repos),
+                          gold_patch=row.get("patch") or None, test_patch=row.get("test_patch") or None)
+
+
+def instance_source(row: dict[str, Any], repos: Path | None) -> Path:
+    """The instance's files at base_commit, extracted once into the cache."""
+    iid = row["instance_id"]
+    if repos is None:
+        raise TaskError(f"instance {iid} needs its source: pass --repos DIR holding {iid}.tar.gz or a "
+                        f"git clone named {str(row.get('repo', 'owner/name')).replace('/', '__')}")
+    commit = str(row.get("base_commit") or "")
+    dest = cache_dir() / "sources" / f"{iid}-{commit[:12] or 'tarball'}"
+    tarball = repos / f"{iid}.tar.gz"
+    clone = repos / str(row.get("repo", "")).replace("/", "__")
+    if tarball.is_file():
+        if not dest.is_dir() or tarball.stat().st_mtime > dest.stat().st_mtime:
+            extract_tarball(tarball, dest)
+    elif row.get("repo") and (clone / ".git").exists() and commit:
+        if not dest.is_dir():
+            partial = dest.with_name(dest.name + ".partial")
+            checkout_commit(clone, commit, partial)
+            partial.rename(dest)
+    else:
+        raise TaskError(f"no source for instance {iid} in {repos}: expected {tarball} or a git clone "
+                        f"{clone} containing base_commit {commit or '(missing)'}")
+    return dest
+
+
+@dataclass(frozen=True)
+class Prediction:
+    instance_id: str
+    model_name_or_path: str
+    model_patch: str | None
+
+
+def load_predictions(path: Path) -> dict[str, Prediction]:
+    """SWE-bench predictions: `{"instance_id", "model_name_or_path", "model_patch"}` per line."""
+    out: dict[str, Prediction] = {}
+    for number, row in enumerate(read_jsonl(path, "predictions"), 1):
+        iid, patch = row.get("instance_id"), row.get("model_patch")
+        if not isinstance(iid, str) or (patch is not None and not isinstance(patch, str)):
+            raise TaskError(f"{path} prediction #{number}: expected {{\"instance_id\": str, "
+                            f"\"model_name_or_path\": str, \"model_patch\": str}}, got keys {sorted(row)}")
+        if iid in out:
+            raise TaskError(f"{path} prediction #{number}: instance {iid} appears twice")
+        out[iid] = Prediction(iid, str(row.get("model_name_or_path") or "unknown"), patch)
+    return out
+
+
+def export_instances(tasks: list[Task], out: Path, repos: Path) -> list[dict[str, Any]]:
+    """Write `tasks` as SWE-bench instances into `out` (JSONL) and their sources into `repos`."""
+    repos.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for task in tasks:
+        commit = _archive(task, repos / f"{task.id}.tar.gz")
+        rows.append({"instance_id": task.id, "repo": str(task.extra.get("repo", f"local/{task.id}")),
+                     "base_commit": commit, "patch": task.gold_patch or "",
+                     "test_patch": task.test_patch or "", "problem_statement": task.problem_statement,
+                     "FAIL_TO_PASS": list(task.fail_to_pass), "PASS_TO_PASS": list(task.pass_to_pass),
+                     "requirements": list(task.requirements), "install_cmd": task.install_cmd,
+                     "test_cmd": task.test_cmd, "python": task.python,
+                     "version": str(task.extra.get("version", "1.0"))})
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    return rows
+
+
+def _archive(task: Task, tarball: Path) -> str:
+    """Commit the task's files with fixed metadata (a reproducible base_commit) and archive them."""
+    env = {**os.environ, "GIT_AUTHOR_NAME": "harness", "GIT_AUTHOR_EMAIL": "harness@localhost",
+           "GIT_COMMITTER_NAME": "harness", "GIT_COMMITTER_EMAIL": "harness@localhost",
+           "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z"}
+    with tempfile.TemporaryDirectory(prefix="harness-export-") as tmp:
+        git = ["git", "--git-dir", f"{tmp}/git", "--work-tree", str(task.repo_dir)]
+        for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "--no-gpg-sign", "-m", f"{task.id} base"]):
+            subprocess.run(git + args, env=env, check=True, capture_output=True)
+        commit = subprocess.run(git + ["rev-parse", "HEAD"], env=env, check=True, capture_output=True,
+                                text=True).stdout.strip()
+        subprocess.run(git + ["archive", "--format=tar.gz", f"--prefix={task.id}/", "-o", str(tarball),
+                              commit], env=env, check=True, capture_output=True)
+    return commit

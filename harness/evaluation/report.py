@@ -1,0 +1,133 @@
+"""What an evaluation writes: one record per instance, predictions.jsonl and report.json.
+
+Layout of `--out DIR`::
+
+    run.json                  the settings of the run (model, options, config), checked on --resume
+    predictions.jsonl         SWE-bench predictions: {"instance_id", "model_name_or_path", "model_patch"}
+    report.json               totals and id lists in SWE-bench's shape, plus per-instance figures
+    instances/<id>/           trajectory.jsonl, patch.diff, result.json (the agent session),
+                              test_output.txt, patch_apply.txt, report.json (SWE-bench's per-instance
+                              shape), error.txt (infrastructure errors) and `done`, written last
+
+`done` holds the instance's record; an instance folder without it is half-finished and is rerun from
+scratch. predictions.jsonl and report.json are rebuilt from the `done` records, so an interrupted
+and resumed run never loses or duplicates a line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+STATUSES = ("resolved", "unresolved", "patch_failed", "empty_patch", "error")
+DONE = "done"
+
+
+@dataclass
+class InstanceRecord:
+    instance_id: str
+    status: str                       # one of STATUSES
+    model_name_or_path: str
+    model_patch: str | None = None
+    error: str | None = None          # infrastructure error: what failed, and its message
+    duration: float = 0.0             # wall seconds for the whole instance
+    durations: dict[str, float] = field(default_factory=dict)   # environment, session, grading, tests
+    turns: int | None = None
+    tokens: dict[str, int] = field(default_factory=dict)
+    cost_usd: float | None = None
+    stop_reason: str | None = None
+    flaky: bool = False
+    tests_resolved: bool | None = None   # the verdict of the tests, also for empty patches
+
+    @property
+    def resolved(self) -> bool:
+        return self.status == "resolved"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def instance_dir(out: Path, instance_id: str) -> Path:
+    return out / "instances" / instance_id
+
+
+def write_done(folder: Path, record: InstanceRecord) -> None:
+    """Write the record atomically; its presence marks the instance as finished."""
+    tmp = folder / f".{DONE}.tmp"
+    tmp.write_text(json.dumps(record.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    os.replace(tmp, folder / DONE)
+
+
+def read_done(folder: Path) -> InstanceRecord | None:
+    marker = folder / DONE
+    if not marker.is_file():
+        return None
+    try:
+        return InstanceRecord(**json.loads(marker.read_text()))
+    except (json.JSONDecodeError, TypeError):
+        return None
+
+
+def write_outputs(out: Path, ids: list[str], records: dict[str, InstanceRecord], model: str) -> dict[str, Any]:
+    """Rebuild predictions.jsonl and report.json from the finished records; returns the report."""
+    done = [records[i] for i in ids if i in records]
+    lines = [json.dumps({"instance_id": r.instance_id, "model_name_or_path": r.model_name_or_path,
+                         "model_patch": r.model_patch}, ensure_ascii=False) + "\n"
+             for r in done if r.status != "error"]
+    _atomic(out / "predictions.jsonl", "".join(lines))
+    report = build_report(ids, records, model)
+    _atomic(out / "report.json", json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    return report
+
+
+def build_report(ids: list[str], records: dict[str, InstanceRecord], model: str) -> dict[str, Any]:
+    def with_status(*statuses: str) -> list[str]:
+        return sorted(i for i in ids if i in records and records[i].status in statuses)
+
+    completed = with_status("resolved", "unresolved", "patch_failed")
+    done = [records[i] for i in ids if i in records]
+    return {
+        "model_name_or_path": model,
+        "total_instances": len(ids), "submitted_instances": len(ids),
+        "completed_instances": len(completed), "resolved_instances": len(with_status("resolved")),
+        "unresolved_instances": len(with_status("unresolved", "patch_failed")),
+        "empty_patch_instances": len(with_status("empty_patch")),
+        "patch_failed_instances": len(with_status("patch_failed")),
+        "error_instances": len(with_status("error")),
+        "incomplete_instances": len([i for i in ids if i not in records]),
+        "flaky_instances": len([r for r in done if r.flaky]),
+        "submitted_ids": sorted(ids), "completed_ids": completed, "resolved_ids": with_status("resolved"),
+        "unresolved_ids": with_status("unresolved", "patch_failed"), "empty_patch_ids": with_status("empty_patch"),
+        "patch_failed_ids": with_status("patch_failed"), "error_ids": with_status("error"),
+        "incomplete_ids": sorted(i for i in ids if i not in records),
+        "flaky_ids": sorted(r.instance_id for r in done if r.flaky),
+        "totals": _totals(done),
+        "instances": {r.instance_id: _summary(r) for r in done},
+        "schema_version": 2,
+    }
+
+
+def _summary(r: InstanceRecord) -> dict[str, Any]:
+    return {"status": r.status, "duration": round(r.duration, 3), "durations": r.durations, "turns": r.turns,
+            "tokens": r.tokens, "cost_usd": r.cost_usd, "stop_reason": r.stop_reason, "flaky": r.flaky,
+            "error": r.error}
+
+
+def _totals(done: list[InstanceRecord]) -> dict[str, Any]:
+    tokens: dict[str, int] = {}
+    for r in done:
+        for k, v in r.tokens.items():
+            tokens[k] = tokens.get(k, 0) + int(v)
+    costs = [r.cost_usd for r in done if r.cost_usd is not None]
+    return {"duration": round(sum(r.duration for r in done), 3), "tokens": tokens,
+            "cost_usd": round(sum(costs), 6) if costs else None,
+            "turns": sum(r.turns or 0 for r in done)}
+
+
+def _atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)

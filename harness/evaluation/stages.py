@@ -1,0 +1,132 @@
+"""The three stages of one instance: its environment image, its patch, its grade.
+
+Each stage fills in the instance's record and writes its files into the instance's folder; an
+exception is left to the runner, which records it as the instance's infrastructure error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from harness.config import Config, Secrets
+from harness.evaluation.environments import ensure_env_image
+from harness.evaluation.grading import Grade, grade_patch
+from harness.evaluation.instances import Prediction
+from harness.evaluation.progress import Events
+from harness.evaluation.report import InstanceRecord
+from harness.evaluation.tasks import Task
+
+if TYPE_CHECKING:
+    from harness.evaluation.runner import EvalOptions
+
+REFERENCE_MODELS = ("gold", "empty")
+
+
+class Stages:
+    def __init__(self, config: Config, secrets: Secrets, options: "EvalOptions", labels: Mapping[str, str],
+                 cancel: threading.Event, events: Events, predictions: Mapping[str, Prediction] | None) -> None:
+        self.config = config
+        self.secrets = secrets
+        self.options = options
+        self.labels = dict(labels)
+        self.cancel = cancel
+        self.events = events
+        self.predictions = predictions
+
+    def _check(self) -> None:
+        from harness.evaluation.runner import Cancelled
+        if self.cancel.is_set():
+            raise Cancelled()
+
+    def environment(self, task: Task, record: InstanceRecord) -> str:
+        """The task's environment image, built if needed."""
+        self._check()
+        t0 = time.monotonic()
+
+        def say(text: str) -> None:
+            self.events.stage(task.id, text)
+
+        if self.config.sandbox.image != "auto":
+            base = self.config.sandbox.image
+        else:
+            from sandbox.images import ensure_image
+            say(f"sandbox image for Python {task.python}")
+            base = ensure_image(python=task.python, base=self.config.sandbox.base, progress=say)
+        image = ensure_env_image(task, base, progress=say)
+        record.durations["environment"] = round(time.monotonic() - t0, 3)
+        return image
+
+    def patch(self, task: Task, folder: Path, image: str, record: InstanceRecord) -> str | None:
+        """The instance's patch: the given prediction, or the one an agent session produces."""
+        self._check()
+        if self.predictions is not None:
+            prediction = self.predictions[task.id]
+            record.model_name_or_path = prediction.model_name_or_path
+            record.model_patch = prediction.model_patch
+            (folder / "patch.diff").write_text(prediction.model_patch or "")
+            return prediction.model_patch
+        return self._session(task, folder, image, record)
+
+    def _session(self, task: Task, folder: Path, image: str, record: InstanceRecord) -> str:
+        from harness.models.factory import make_model
+        from harness.session import run_session
+        spec = self.options.model or ""
+        model = make_model(spec, self.config, self.secrets, task=task)
+        # the reference models never read test output: skip the session's own test run for them
+        session_task = dataclasses.replace(task, test_cmd=None) if spec in REFERENCE_MODELS else task
+        self.events.stage(task.id, "agent session")
+        t0 = time.monotonic()
+        outcome = run_session(session_task, model, self.config, folder, image=image, secrets=self.secrets,
+                              labels=self.labels, progress=lambda e: self._session_event(task.id, e))
+        record.durations["session"] = round(time.monotonic() - t0, 3)
+        record.turns = outcome.turns
+        record.tokens = dataclasses.asdict(outcome.usage)
+        record.cost_usd = outcome.cost_usd
+        record.stop_reason = outcome.stop_reason
+        record.model_patch = outcome.patch
+        return outcome.patch
+
+    def _session_event(self, instance_id: str, event: Any) -> None:
+        if isinstance(event, str):
+            self.events.stage(instance_id, event)
+        elif hasattr(event, "turn"):
+            self.events.stage(instance_id, f"agent turn {event.turn}")
+
+    def grade(self, task: Task, patch: str | None, image: str, folder: Path, record: InstanceRecord) -> None:
+        """Grade the patch in fresh sandboxes and set the record's status."""
+        self._check()
+        self.events.stage(task.id, "grading")
+        t0 = time.monotonic()
+        grade = grade_patch(task, patch, image, runs=self.options.grade_runs,
+                            timeout=self.options.test_timeout, labels=self.labels)
+        record.durations["grading"] = round(time.monotonic() - t0, 3)
+        record.durations["tests"] = round(grade.test_seconds, 3)
+        write_grade_files(folder, task, grade)
+        record.flaky = grade.flaky
+        record.tests_resolved = grade.resolved if grade.runs else None
+        record.status = status_of(patch, grade)
+
+
+def status_of(patch: str | None, grade: Grade) -> str:
+    if not patch or not patch.strip():
+        return "empty_patch"
+    if not grade.patch_applied:
+        return "patch_failed"
+    return "resolved" if grade.resolved else "unresolved"
+
+
+def write_grade_files(folder: Path, task: Task, grade: Grade) -> None:
+    (folder / "patch_apply.txt").write_text(grade.patch_output + "\n")
+    (folder / "report.json").write_text(json.dumps(grade.report(task.id), indent=2) + "\n")
+    for number, run in enumerate(grade.runs, 1):
+        name = "test_output.txt" if number == 1 else f"test_output.run{number}.txt"
+        (folder / name).write_text(run.output)
+    if grade.runs:
+        details = [{"run": n, "exit_code": r.exit_code, "duration": round(r.duration, 3), "timed_out": r.timed_out,
+                    "resolved": r.verdict.resolved, "tests": r.status} for n, r in enumerate(grade.runs, 1)]
+        (folder / "grading.json").write_text(json.dumps(details, indent=2) + "\n")
