@@ -32,6 +32,7 @@ class CountingServer:
 
     hits: list[Hit] = field(default_factory=list)
     release: threading.Event = field(default_factory=threading.Event)
+    routes: dict[str, tuple[str, bytes]] = field(default_factory=dict)   # path -> (content type, body)
 
     def __enter__(self) -> "CountingServer":
         outer = self
@@ -48,9 +49,10 @@ class CountingServer:
                     self.send_header("Location", f"http://127.0.0.1:{outer.port}/elsewhere")
                     self.end_headers()
                     return
-                reply = f"hit {len(outer.hits)} {self.command} {self.path}".encode()
+                ctype, reply = outer.routes.get(
+                    self.path, ("text/plain", f"hit {len(outer.hits)} {self.command} {self.path}".encode()))
                 self.send_response(200)
-                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(reply)))
                 self.end_headers()
                 self.wfile.write(reply)
