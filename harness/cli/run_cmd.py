@@ -44,11 +44,16 @@ def add_session_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tool-format", choices=["native", "react"], help="native tool calls or a ReAct text prompt")
     p.add_argument("--attempts", type=int, help="Reflexion: attempts while the tests fail (default 1)")
     p.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://localhost:8000/v1")
+    p.add_argument("--approve", choices=["auto", "ask", "queue", "deny"],
+                   help="who approves outbound calls: ask (prompt here, or `harness approvals`), queue (no "
+                        "prompt), deny (policy rules only); auto = ask on a terminal, else deny")
 
 
 def apply_options(config: Config, args: argparse.Namespace) -> Config:
     """The config with the command line's choices applied (each option given overrides)."""
     model, loop = config.model, config.loop
+    if getattr(args, "approve", None):
+        config = config.replace(approval=dataclasses.replace(config.approval, mode=args.approve))
     if args.model:
         model = dataclasses.replace(model, spec=args.model)
     if args.tool_format:
@@ -109,24 +114,32 @@ def execute(task: Task, config: Config, secrets: Secrets, out: Path, *, resume_f
     image = config.sandbox.image
     if image == "auto":
         image = ensure_image(python=task.python, base=config.sandbox.base, progress=stderr_progress("sandbox build"))
-    with LiveProgress(task, model.name) as progress:
+    with LiveProgress(task, model.name, spinner=_may_prompt(config) is False) as progress:
         return run_session(task, model, config, out, image=image, secrets=secrets, progress=progress,
                            resume_from=resume_from)
 
 
-class LiveProgress:
-    """Turn, last tool and elapsed time on a terminal (rich); phase lines only when not a terminal."""
+def _may_prompt(config: Config) -> bool:
+    """Whether an approval prompt may appear on this terminal (then no spinner redraws over it)."""
+    from harness.approval.wiring import resolve_mode
+    return resolve_mode(config.approval.mode) == "ask"
 
-    def __init__(self, task: Task, model: str) -> None:
+
+class LiveProgress:
+    """Turn, last tool and elapsed time on a terminal (rich): a line per tool call, and a spinner with
+    the current state unless an approval prompt may need the terminal. Phase lines only otherwise."""
+
+    def __init__(self, task: Task, model: str, spinner: bool = True) -> None:
         from rich.console import Console
         self.console = Console(stderr=True)
         self.live = self.console.is_terminal
+        self.spinner = spinner and self.live
         self.title = f"{task.id} · {model}"
         self.status: Any = None
         self.turn, self.tool, self.elapsed, self.tokens = 0, "", 0.0, 0
 
     def __enter__(self) -> Callable[["StepEvent | str"], None]:
-        if self.live:
+        if self.spinner:
             self.status = self.console.status(self.title)
             self.status.start()
         return self.report
