@@ -109,17 +109,6 @@ def wait_for(predicate: Callable[[], object], timeout: float = 20.0, what: str =
 
 def harness_cli(*args: str, state_dir: Path) -> subprocess.CompletedProcess[str]:
     """The real `harness` command line, in a new process."""
-    return subprocess.run([sys.executable, "-c", CLI, "approvals", "--state-dir", str(state_dir), *args],
-                          capture_output=True, text=True, cwd=REPO, timeout=60,
+    return subprocess.run([sys.executable, "-m", "harness.cli.main", "approvals", "--state-dir", str(state_dir),
+                           *args], capture_output=True, text=True, cwd=REPO, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
-
-
-# The `harness` parser holding only the approvals command (the other subcommands are not needed here).
-CLI = """
-import argparse, sys
-from harness.cli import approvals_cmd
-parser = argparse.ArgumentParser(prog="harness")
-approvals_cmd.register(parser.add_subparsers(dest="command", required=True))
-args = parser.parse_args(sys.argv[1:])
-sys.exit(args.func(args))
-"""

@@ -22,10 +22,10 @@ PROMPT = "Approve outbound request #1? [yes/no]"
 class Terminal:
     """A harness process whose stdin and stdout are the slave side of a pseudo-terminal."""
 
-    def __init__(self, args: list[str]) -> None:
+    def __init__(self, command: list[str], env: dict[str, str] | None = None) -> None:
         self.master, slave = pty.openpty()
-        self.proc = subprocess.Popen([sys.executable, str(CALLER), *args], stdin=slave, stdout=slave,
-                                     stderr=subprocess.PIPE, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+        self.proc = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, cwd=REPO,
+                                     env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
         os.close(slave)
         self.screen = b""
 
@@ -64,7 +64,7 @@ def server() -> Iterator[CountingServer]:
 
 
 def _ask(state: Path, server: CountingServer, body: str, key: str = "tty-1") -> Terminal:
-    return Terminal(["--state-dir", str(state), "--mode", "ask", "--url", server.url(), "--key", key,
+    return Terminal([sys.executable, str(CALLER), "--state-dir", str(state), "--mode", "ask", "--url", server.url(), "--key", key,
                      "--body", body])
 
 
@@ -125,5 +125,32 @@ def test_a_decision_made_elsewhere_ends_the_prompt(tmp_path: Path, server: Count
         assert harness_cli("approve", "1", "--by", "ops", state_dir=tmp_path).returncode == 0
         term.read_until("request #1 was approved by ops")
         assert "hit 1 POST" in str(term.result()["text"]) and server.count() == 1
+    finally:
+        term.close()
+
+
+@pytest.mark.docker
+def test_harness_run_on_a_terminal_pauses_at_the_prompt_and_sends_once(tmp_path: Path, server: CountingServer,
+                                                                         sandbox_image: str) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turns": [
+        [{"type": "tool_use", "name": "http_request",
+          "input": {"method": "POST", "url": server.url("/notify"), "body": "tests pass", "key": "notify-1"}}],
+        [{"type": "text", "text": "done"}]]}))
+    term = Terminal([sys.executable, "-m", "harness.cli.main", "run", "tasks/wordcount", "--model",
+                     f"scripted:{script}", "--approve", "ask", "--out", str(tmp_path / "run")],
+                    env={"HARNESS_STATE_DIR": str(tmp_path / "state")})
+    try:
+        screen = term.read_until(PROMPT, timeout=120)
+        assert f"│ url     {server.url('/notify')}" in screen and "│   tests pass" in screen
+        assert server.count() == 0
+        term.type("yes")
+        term.read_until("files: ", timeout=120)
+        term.proc.wait(60)
+        assert server.count("/notify") == 1
+        blocks = [b for line in (tmp_path / "run" / "trajectory.jsonl").read_text().splitlines()
+                  for b in json.loads(line)["content"]]
+        result = next(b for b in blocks if b["type"] == "tool_result")
+        assert result["is_error"] is False and "hit 1 POST /notify" in result["content"]
     finally:
         term.close()

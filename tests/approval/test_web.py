@@ -18,7 +18,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.approval.helpers import CLI, REPO, CountingServer, finish_call, start_call
+from tests.approval.helpers import REPO, CountingServer, finish_call, start_call
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
@@ -26,7 +26,7 @@ CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 @pytest.fixture
 def page_url(tmp_path: Path) -> Iterator[str]:
     """`harness approvals serve --port 0` in its own process; yields the URL it prints (with token)."""
-    proc = subprocess.Popen([sys.executable, "-c", CLI, "approvals", "--state-dir", str(tmp_path), "serve",
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "approvals", "--state-dir", str(tmp_path), "serve",
                              "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     try:
         line = proc.stdout.readline() if proc.stdout else ""
