@@ -1,6 +1,7 @@
 """Retries of model API calls: transient failures only, exponential backoff with jitter, bounded.
 
 Transient: HTTP 408, 409, 429 and 5xx (529 "overloaded" included), timeouts and connection failures.
+A server's `retry-after` / `retry-after-ms` header is honoured (never beyond retry_max_seconds).
 Everything else (401 bad key, 400 bad request, 404 unknown model) fails at once: trying again would
 give the same answer. The SDKs' own retries are switched off so that this is the only retry policy.
 """
@@ -10,7 +11,8 @@ from __future__ import annotations
 import time
 from typing import Callable, TypeVar
 
-from tenacity import RetryError, Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+from tenacity import (RetryCallState, RetryError, Retrying, retry_if_exception, stop_after_attempt,
+                      wait_random_exponential)
 
 from harness.config import ModelConfig
 from harness.errors import ModelError
@@ -34,6 +36,31 @@ def is_transient(exc: BaseException) -> bool:
     return any(cls.__name__ in TRANSIENT_CLASSES for cls in type(exc).__mro__)
 
 
+def retry_after(exc: BaseException | None) -> float | None:
+    """The wait a server asked for in its response headers, in seconds, if any."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None:
+        return None
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value) * scale)
+        except ValueError:
+            continue   # an HTTP date: fall back to our own backoff
+    return None
+
+
+def _wait(config: ModelConfig) -> Callable[[RetryCallState], float]:
+    backoff = wait_random_exponential(multiplier=config.retry_initial_seconds, max=config.retry_max_seconds)
+
+    def wait(state: RetryCallState) -> float:
+        asked = retry_after(state.outcome.exception() if state.outcome else None)
+        return min(config.retry_max_seconds, max(asked or 0.0, backoff(state)))
+    return wait
+
+
 def call_with_retries(fn: Callable[[], T], *, provider: str, config: ModelConfig,
                       api_errors: tuple[type[BaseException], ...],
                       sleep: Callable[[float], None] = time.sleep) -> T:
@@ -41,7 +68,7 @@ def call_with_retries(fn: Callable[[], T], *, provider: str, config: ModelConfig
     retrying = Retrying(
         retry=retry_if_exception(lambda e: isinstance(e, api_errors) and is_transient(e)),
         stop=stop_after_attempt(max(1, config.max_retries + 1)),
-        wait=wait_random_exponential(multiplier=config.retry_initial_seconds, max=config.retry_max_seconds),
+        wait=_wait(config),
         sleep=sleep, reraise=True)
     try:
         return retrying(fn)

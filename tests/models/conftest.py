@@ -62,7 +62,7 @@ def provider() -> Iterator[FakeProvider]:
     fake = FakeProvider(url="")
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
     fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield fake
