@@ -83,7 +83,7 @@ class AgentLoop:
                  progress: Callable[[StepEvent], None] | None = None) -> None:
         self.model, self.catalog, self.ctx, self.config = model, catalog, ctx, config
         self.trajectory, self.progress = trajectory, progress
-        self.price = config.model.prices.get(model.name) or config.model.prices.get(model.name.split(":", 1)[-1])
+        self.price = price_of(config, model.name)
         if config.loop.max_cost_usd is not None and not self.price:
             raise ConfigError(f"loop.max_cost_usd is set ({config.loop.max_cost_usd}) but model.prices has no "
                                f"price for {model.name!r}; add one, e.g. "
@@ -203,6 +203,15 @@ class AgentLoop:
                           cost_usd=cost_usd(self.usage, self.price), messages=list(self.messages),
                           model_seconds=self.model_seconds, tool_seconds=self.tool_seconds,
                           wall_seconds=self._elapsed())
+
+
+def price_of(config: Config, name: str) -> list[float] | None:
+    """The price of model `name` in config.model.prices: by its spec, without "+react", or by its bare name."""
+    base = name.removesuffix("+react")
+    for key in (name, base, base.split(":", 1)[-1]):
+        if key in config.model.prices:
+            return config.model.prices[key]
+    return None
 
 
 def run_loop(model: Model, catalog: "Catalog", ctx: ToolContext, messages: Sequence[Message], config: Config, *,

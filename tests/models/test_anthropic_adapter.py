@@ -93,3 +93,26 @@ def test_persistent_server_error_gives_up_after_bounded_attempts(provider) -> No
     with pytest.raises(ModelError, match=r"HTTP 500\) after 3 attempt"):
         _model(provider.url).respond(CONVERSATION[:2], TOOLS)
     assert len(provider.requests) == 3   # max_retries=2: one try and two retries
+
+
+def test_api_failure_that_survives_retries_stops_the_loop_as_error(provider) -> None:
+    from harness.config import Config
+    from harness.loop import run_loop
+    from harness.tools.base import ToolContext
+    from harness.tools.catalog import Catalog
+    for _ in range(3):
+        provider.reply(529, {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}})
+    ctx = ToolContext(sandbox=None, session="t")  # type: ignore[arg-type]
+    result = run_loop(_model(provider.url), Catalog(), ctx, CONVERSATION[:2], Config())
+    assert result.stop_reason == "error" and "HTTP 529) after 3 attempt(s)" in result.final_text
+    assert result.turns == 0 and result.messages == CONVERSATION[:2]
+
+
+def test_price_is_found_for_a_react_wrapped_model() -> None:
+    import dataclasses
+    from harness.config import Config
+    from harness.loop import price_of
+    cfg = Config()
+    cfg = cfg.replace(model=dataclasses.replace(cfg.model, prices={"anthropic:claude-test": [3.0, 15.0]}))
+    assert price_of(cfg, "anthropic:claude-test+react") == [3.0, 15.0]
+    assert price_of(cfg, "openai:other") is None
