@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -120,14 +121,39 @@ def load(environ: Mapping[str, str] | None = None) -> tuple[Config, Secrets]:
         cfg = cfg.replace(approval=dataclasses.replace(cfg.approval, state_dir=Path(env["HARNESS_STATE_DIR"])))
     if env.get("HARNESS_MODEL"):
         cfg = cfg.replace(model=dataclasses.replace(cfg.model, spec=env["HARNESS_MODEL"]))
-    if env.get("HARNESS_APPROVE"):
-        cfg = cfg.replace(approval=dataclasses.replace(cfg.approval, mode=env["HARNESS_APPROVE"]))
+    cfg = cfg.replace(approval=_approval_env(cfg.approval, env))
     if env.get("HARNESS_SANDBOX_BASE"):
         cfg = cfg.replace(sandbox=dataclasses.replace(cfg.sandbox, base=env["HARNESS_SANDBOX_BASE"]))
     secrets = Secrets(anthropic_api_key=env.get("ANTHROPIC_API_KEY") or None,
                       openai_api_key=env.get("OPENAI_API_KEY") or None,
                       openai_base_url=env.get("OPENAI_BASE_URL") or None)
     return cfg, secrets
+
+
+def _approval_env(approval: ApprovalConfig, env: Mapping[str, str]) -> ApprovalConfig:
+    """HARNESS_APPROVE, HARNESS_APPROVAL_POLICY, HARNESS_PIP_INDEX_URL and HARNESS_GIT_REMOTES
+    ("origin=git@host:me/repo.git backup=/srv/git/repo.git": name=URL pairs separated by spaces)."""
+    changes: dict[str, Any] = {}
+    if env.get("HARNESS_APPROVE"):
+        changes["mode"] = env["HARNESS_APPROVE"]
+    if env.get("HARNESS_APPROVAL_POLICY"):
+        changes["policy_file"] = Path(env["HARNESS_APPROVAL_POLICY"])
+    if env.get("HARNESS_PIP_INDEX_URL"):
+        changes["pip_index_url"] = env["HARNESS_PIP_INDEX_URL"]
+    if env.get("HARNESS_GIT_REMOTES"):
+        pairs = env["HARNESS_GIT_REMOTES"].split()
+        bad = [p for p in pairs if "=" not in p or p.startswith("=")]
+        if bad:
+            raise ConfigError(f"HARNESS_GIT_REMOTES: {bad} are not name=URL; expected e.g. "
+                              "\"origin=git@example.org:me/repo.git backup=/srv/git/repo.git\"")
+        remotes = dict(p.split("=", 1) for p in pairs)
+        with_secret = sorted(n for n, url in remotes.items() if re.match(r"^[a-z+]+://[^/@]*:[^/@]*@", url))
+        if with_secret:
+            raise ConfigError(f"HARNESS_GIT_REMOTES: the URL of {with_secret} holds a password; the config is "
+                              "written into run outputs, so keep credentials in git's credential helper or ssh "
+                              "agent on the host, e.g. origin=https://github.com/me/repo.git")
+        changes["git_remotes"] = remotes
+    return dataclasses.replace(approval, **changes)
 
 
 def _jsonable(value: Any) -> Any:

@@ -180,3 +180,17 @@ def test_the_audit_log_exports_every_decision_and_execution(tmp_path: Path) -> N
     csv_out = harness_cli("export", "--format", "csv", "-o", str(tmp_path / "audit.csv"), state_dir=tmp_path)
     assert csv_out.stderr.strip() == f"wrote 6 audit events to {tmp_path / 'audit.csv'}"
     assert (tmp_path / "audit.csv").read_text().splitlines()[0] == "id,at,request_id,event,actor,detail"
+
+
+def test_the_environment_sets_policy_index_and_remotes_and_refuses_passwords_in_urls(tmp_path: Path) -> None:
+    from harness.config import load
+    config, _ = load({"HARNESS_APPROVE": "deny", "HARNESS_APPROVAL_POLICY": str(tmp_path / "p.toml"),
+                      "HARNESS_PIP_INDEX_URL": "http://127.0.0.1:3141/simple",
+                      "HARNESS_GIT_REMOTES": "origin=git@example.org:me/repo.git backup=/srv/git/repo.git"})
+    a = config.approval
+    assert (a.mode, a.policy_file, a.pip_index_url) == ("deny", tmp_path / "p.toml", "http://127.0.0.1:3141/simple")
+    assert a.git_remotes == {"origin": "git@example.org:me/repo.git", "backup": "/srv/git/repo.git"}
+    with pytest.raises(ConfigError, match=r"the URL of \['origin'\] holds a password"):
+        load({"HARNESS_GIT_REMOTES": "origin=https://me:tok3n@example.org/repo.git"})
+    with pytest.raises(ConfigError, match=r"\['nope'\] are not name=URL"):
+        load({"HARNESS_GIT_REMOTES": "nope"})
