@@ -58,24 +58,50 @@ def check_members(tar: tarfile.TarFile, max_bytes: int, max_files: int) -> list[
     if len(members) > max_files:
         raise CopyError(f"the sandbox directory holds {len(members)} entries, over the cap of {max_files}")
     total = 0
+    links = {posixpath.normpath(m.name): m.linkname for m in members if m.issym()}
     for m in members:
         name = m.name
         parts = name.split("/")
         if name.startswith("/") or ".." in parts:
             raise CopyError(f"refusing to copy out {name!r}: absolute paths and '..' are not allowed")
+        parent = [p for p in posixpath.normpath(posixpath.dirname(name)).split("/") if p not in ("", ".")]
+        if _resolve(parent, links) != parent:
+            raise CopyError(f"refusing to copy out {name!r}: a folder on its path is a symlink")
         if m.isfile():
             total += m.size
         elif m.issym():
-            target = posixpath.normpath(posixpath.join(posixpath.dirname(name), m.linkname))
-            if m.linkname.startswith("/") or target == ".." or target.startswith("../"):
+            if m.linkname.startswith("/") or _resolve(parent + m.linkname.split("/"), links) is None:
                 raise CopyError(f"refusing to copy out symlink {name!r} -> {m.linkname!r}: it points "
-                                "outside the copied directory")
+                                "outside the copied directory (or through a loop of links)")
         elif not m.isdir():
             raise CopyError(f"refusing to copy out {name!r}: only regular files, directories and symlinks "
                             f"are copied (this is a {_kind(m)})")
     if total > max_bytes:
         raise CopyError(f"the sandbox directory holds {total} bytes, over the cap of {max_bytes}")
     return members
+
+
+def _resolve(parts: list[str], links: dict[str, str], depth: int = 0) -> list[str] | None:
+    """`parts` as a path inside the tree, following the archive's own symlinks; None if it leaves it."""
+    out: list[str] = []
+    for part in parts:
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not out:
+                return None
+            out.pop()
+            continue
+        out.append(part)
+        target = links.get("/".join(out))
+        if target is not None:
+            if target.startswith("/") or depth > 40:
+                return None
+            resolved = _resolve(out[:-1] + target.split("/"), links, depth + 1)
+            if resolved is None:
+                return None
+            out = resolved
+    return out
 
 
 def safe_extract(data: bytes, dest: Path, max_bytes: int, max_files: int) -> list[str]:
@@ -94,8 +120,12 @@ def safe_extract(data: bytes, dest: Path, max_bytes: int, max_files: int) -> lis
             if m.isdir():
                 os.makedirs(target, exist_ok=True)
             elif m.issym():
+                if os.path.islink(target):
+                    os.unlink(target)   # copying out again into the same folder
                 os.symlink(m.linkname, target)
             else:
+                if os.path.islink(target):
+                    os.unlink(target)
                 fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, m.mode & 0o755)
                 with os.fdopen(fd, "wb") as out, tar.extractfile(m) as src:  # type: ignore[union-attr]
                     out.write(src.read())

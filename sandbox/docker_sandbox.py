@@ -122,6 +122,9 @@ class DockerSandbox:
                 self.container.remove(force=True, v=True)
             except docker.errors.NotFound:
                 pass
+            except docker.errors.APIError as exc:
+                if exc.status_code != 409:   # 409: a reaper is already removing it
+                    raise
             self.container = None
 
     def restart_channel(self) -> None:

@@ -40,22 +40,29 @@ def _owner_alive(labels: dict[str, str]) -> bool:
 
 
 def reap(client: docker.DockerClient, *, everything: bool = False, session: str | None = None) -> list[str]:
-    """Remove harness containers and volumes whose owner process is gone; return their names."""
+    """Remove harness containers and volumes whose owner process is gone; return their names.
+
+    Lists with the low-level API (no inspect per container), so containers that other runs remove
+    at the same moment are simply skipped.
+    """
     selector = [f"{MANAGED}=true"] + ([f"harness.session={session}"] if session else [])
     removed: list[str] = []
-    for container in client.containers.list(all=True, filters={"label": selector}):
-        if everything or session or not _owner_alive(container.labels):
+    for container in client.api.containers(all=True, filters={"label": selector}):
+        if everything or session or not _owner_alive(container.get("Labels") or {}):
+            name = (container.get("Names") or [container["Id"]])[0].lstrip("/")
             try:
-                container.remove(force=True, v=True)
-                removed.append(container.name)
+                client.api.remove_container(container["Id"], force=True, v=True)
+                removed.append(name)
             except docker.errors.NotFound:
                 pass
-    for volume in client.volumes.list(filters={"label": selector}):
-        labels = volume.attrs.get("Labels") or {}
-        if everything or session or not _owner_alive(labels):
+            except docker.errors.APIError as exc:
+                if exc.status_code != 409:   # 409: another reaper is already removing it
+                    raise
+    for volume in client.api.volumes(filters={"label": selector}).get("Volumes") or []:
+        if everything or session or not _owner_alive(volume.get("Labels") or {}):
             try:
-                volume.remove(force=True)
-                removed.append(volume.name)
+                client.api.remove_volume(volume["Name"], force=True)
+                removed.append(volume["Name"])
             except docker.errors.APIError:
                 pass
     return removed

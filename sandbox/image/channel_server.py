@@ -95,16 +95,19 @@ class Capture:
             self.lines += chunk.count(b"\n")
 
     def _save(self, chunk: bytes, before: int) -> None:
-        if self.save_file is None:
-            if self.total <= self.head_max:
-                return   # small outputs are never written to disk
-            self.save_file = open(self.save_path, "wb")
-            self.save_file.write(self.head[:before])
-            self.saved = before
-        if self.saved < self.save_max:
-            part = chunk[: self.save_max - self.saved]
-            self.save_file.write(part)
-            self.saved += len(part)
+        try:
+            if self.save_file is None:
+                if self.total <= self.head_max:
+                    return   # small outputs are never written to disk
+                self.save_file = open(self.save_path, "wb", buffering=0)
+                self.saved = self.save_file.write(self.head[:before]) or 0
+            if self.saved < self.save_max:
+                self.saved += self.save_file.write(chunk[: self.save_max - self.saved]) or 0
+        except OSError:
+            # /tmp full or the file-size limit reached: keep what was saved, never fail the command
+            self.save_max = self.saved
+            if self.save_file is None:
+                self.save_path = None
 
     def _scan(self, chunk: bytes) -> None:
         buf = self.carry + chunk
@@ -149,7 +152,7 @@ class Capture:
         saved_path = None
         if self.save_file is not None:
             self.save_file.close()
-            if truncated and keep_saved:
+            if truncated and keep_saved and self.saved:
                 saved_path = self.save_path
             else:
                 os.unlink(self.save_path)
@@ -188,15 +191,20 @@ class Server:
             except OSError:
                 continue
             fields = stat[stat.rfind(b")") + 2:].split()
-            procs[int(name)] = (int(fields[1]), fields[0] == b"Z", uid)
+            procs[int(name)] = (int(fields[1]), fields[0] == b"Z", uid, int(fields[19]))
         return procs
 
     def _initial_processes(self) -> set:
-        """pid 1, the container's main process, and processes started from outside (ppid 0)."""
-        keep = {1, self.me}
-        for pid, (ppid, _zombie, _uid) in self._processes().items():
-            if ppid in (0, 1) and pid != self.me:
-                keep.add(pid)
+        """pid 1, the container's main process, and processes started from outside (ppid 0).
+
+        The main process is pid 1's oldest child; pid 1's other children are orphans of an earlier
+        channel's commands (a channel that died), which are leftovers like any other.
+        """
+        procs = self._processes()
+        keep = {1, self.me} | {pid for pid, info in procs.items() if info[0] == 0}
+        children = sorted((info[3], pid) for pid, info in procs.items() if info[0] == 1)
+        if children:
+            keep.add(children[0][1])
         return keep
 
     def kill_leftovers(self) -> int:
@@ -204,7 +212,7 @@ class Server:
         killed = self.killed
         for _ in range(200):
             found = False
-            for pid, (ppid, zombie, uid) in self._processes().items():
+            for pid, (ppid, zombie, uid, _start) in self._processes().items():
                 if pid in self.protected or zombie or uid != self.uid or ppid == 0:
                     continue
                 found = True
@@ -226,7 +234,10 @@ class Server:
         self.counter += 1
         out_dir = req.get("output_dir")
         if out_dir:
-            os.makedirs(out_dir, exist_ok=True)
+            try:
+                os.makedirs(out_dir, exist_ok=True)
+            except OSError:
+                out_dir = None   # the agent removed or replaced it: run the command without saving
         pattern = req.get("error_pattern")
         error_re = re.compile(pattern.encode(), re.MULTILINE) if pattern else None
         caps = []
@@ -245,7 +256,11 @@ class Server:
             for c in caps:
                 c.finish(False)
             return {"spawn_error": f"{type(exc).__name__}: {exc}"}
-        timed_out = self._pump(proc, caps, float(req.get("timeout", 60)), float(req.get("grace", 2)))
+        try:
+            timed_out = self._pump(proc, caps, float(req.get("timeout", 60)), float(req.get("grace", 2)))
+        finally:
+            if proc.poll() is None:   # only when reading failed: never leave the command running
+                self._terminate_group(proc, 0)
         code = proc.wait()
         duration = time.monotonic() - started
         self.kill_leftovers()
@@ -393,6 +408,7 @@ class Server:
         exclude = set(req.get("exclude", []))
         buf = io.BytesIO()
         total = count = 0
+        skipped = []
         with tarfile.open(fileobj=buf, mode="w:") as tar:
             for root, dirs, files in os.walk(src, followlinks=False):
                 dirs[:] = sorted(d for d in dirs if d not in exclude)
@@ -400,6 +416,11 @@ class Server:
                     full = os.path.join(root, name)
                     rel = os.path.relpath(full, src)
                     info = tar.gettarinfo(full, arcname=rel)
+                    if info is None or not (info.isfile() or info.isdir() or info.issym() or info.islnk()):
+                        skipped.append(rel)   # sockets and fifos hold no content
+                        continue
+                    if info.islnk():          # a hard link inside the tree: copied as the file it is
+                        info.type, info.linkname, info.size = tarfile.REGTYPE, "", os.lstat(full).st_size
                     count += 1
                     total += info.size if info.isfile() else 0
                     if count > max_files or total > max_bytes:
@@ -409,7 +430,7 @@ class Server:
                             tar.addfile(info, f)
                     else:
                         tar.addfile(info)
-        return {"data": b64(buf.getvalue()), "count": count, "bytes": total}
+        return {"data": b64(buf.getvalue()), "count": count, "bytes": total, "skipped": skipped}
 
     def handle(self, req: dict) -> dict:
         op = getattr(self, "op_" + str(req.get("op")), None)
@@ -431,6 +452,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     server = Server()
+    server.kill_leftovers()   # orphans of a channel that died
     write_frame(stdout, {"ok": True, "ready": True, "pid": server.me})
     while True:
         req = read_frame(stdin)

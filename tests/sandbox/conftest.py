@@ -1,0 +1,46 @@
+"""Fixtures and helpers of the sandbox red-team suite: real containers, probes written in Python."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from sandbox.api import ExecResult, Limits, SandboxSpec
+from sandbox.docker_sandbox import DockerSandbox
+
+
+def make_spec(image: str, project_dir: Path | None = None, limits: Limits = Limits()) -> SandboxSpec:
+    return SandboxSpec(image=image, session=f"test-{uuid.uuid4().hex[:8]}", project_dir=project_dir,
+                       limits=limits, labels={"harness.test": "1"})
+
+
+@pytest.fixture(scope="module")
+def shared_box(sandbox_image: str) -> Iterator[DockerSandbox]:
+    """One sandbox for the probes of a module that only look around (they change nothing lasting)."""
+    with DockerSandbox(make_spec(sandbox_image)) as box:
+        yield box
+
+
+def run_python(box: DockerSandbox, code: str, timeout: float = 30) -> ExecResult:
+    """Run a Python probe inside the sandbox (as the agent would, through the exec channel)."""
+    box.write_file("/tmp/probe.py", textwrap.dedent(code).encode())
+    return box.exec("python3 /tmp/probe.py", timeout=timeout)
+
+
+def probe_json(box: DockerSandbox, code: str, timeout: float = 30) -> Any:
+    """Run a probe whose last stdout line is JSON; return it parsed."""
+    result = run_python(box, code, timeout)
+    assert result.exit_code == 0, f"probe failed: {result.stdout.text}{result.stderr.text}"
+    return json.loads(result.stdout.text.strip().splitlines()[-1])
+
+
+def processes(box: DockerSandbox) -> list[str]:
+    """`pid comm args` of every process in the sandbox but the `ps` that lists them."""
+    result = box.exec("ps -eo pid=,comm=,args=", timeout=10)
+    lines = [line.strip() for line in result.stdout.text.splitlines() if line.strip()]
+    return [line for line in lines if line.split()[1] not in ("ps",)]

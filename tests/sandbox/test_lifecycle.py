@@ -1,0 +1,125 @@
+"""The channel's death is reported and repaired; a crashed harness leaves nothing after the reaper."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import docker
+import docker.errors
+import pytest
+
+from harness.config import ToolsConfig
+from harness.errors import ToolError
+from harness.tools.base import ToolContext
+from harness.tools.shell import bash_tool
+from sandbox.docker_sandbox import DockerSandbox
+from sandbox.errors import ChannelClosed, ImageError
+from sandbox.reaper import reap
+from tests.sandbox.conftest import make_spec, processes
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_channel_death_is_reported_and_restart_channel_recovers(sandbox: DockerSandbox) -> None:
+    sandbox.exec("echo keep > kept.txt", timeout=10)
+    with pytest.raises(ChannelClosed, match="the exec channel closed"):
+        sandbox.exec("kill -9 $PPID; sleep 5", timeout=20)
+    with pytest.raises(ChannelClosed):
+        sandbox.exec("echo again", timeout=10)
+    sandbox.restart_channel()
+    assert sandbox.exec("cat kept.txt", timeout=10).stdout.text == "keep\n"
+    procs = processes(sandbox)                                 # the old command's `sleep 5` is gone too
+    assert sorted(p.split()[1] for p in procs) == ["docker-init", "python3", "sleep"], procs
+
+
+def test_the_bash_tool_turns_channel_death_into_an_error_observation_and_restarts(sandbox: DockerSandbox) -> None:
+    tool = bash_tool(ToolsConfig())
+    ctx = ToolContext(sandbox=sandbox, session=sandbox.session)
+    with pytest.raises(ToolError, match="the sandbox's command channel died while running 'kill -9 \\$PPID'.*"
+                                        "it has been restarted"):
+        tool.function(ctx, command="kill -9 $PPID")
+    assert tool.function(ctx, command="echo back").endswith("back")
+
+
+def test_a_stopped_container_is_reported_as_a_closed_channel(sandbox: DockerSandbox) -> None:
+    sandbox.container.kill()
+    with pytest.raises(ChannelClosed):
+        sandbox.exec("true", timeout=10)
+
+
+def test_close_removes_the_container_and_is_idempotent(sandbox_image: str, docker_client: docker.DockerClient) -> None:
+    box = DockerSandbox(make_spec(sandbox_image))
+    box.start()
+    name = box.container.name
+    box.close()
+    box.close()
+    with pytest.raises(docker.errors.NotFound):
+        docker_client.containers.get(name)
+    with pytest.raises(ChannelClosed, match="restart_channel"):
+        box.exec("true")
+
+
+def test_a_missing_image_is_reported_with_the_build_command() -> None:
+    with pytest.raises(ImageError, match="harness sandbox build"):
+        with DockerSandbox(make_spec("harness-sandbox:does-not-exist")):
+            pass
+
+
+CRASHING_HARNESS = """
+import sys, time, uuid
+sys.path.insert(0, {repo!r})
+from sandbox.api import SandboxSpec
+from sandbox.docker_sandbox import DockerSandbox
+box = DockerSandbox(SandboxSpec(image={image!r}, session="crash-" + uuid.uuid4().hex[:6],
+                                labels={{"harness.test": "1"}}))
+box.start()
+print(box.container.name, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_harness_killed_with_sigkill_leaves_a_container_that_the_reaper_removes(
+        sandbox: DockerSandbox, sandbox_image: str, docker_client: docker.DockerClient) -> None:
+    code = textwrap.dedent(CRASHING_HARNESS.format(repo=str(REPO), image=sandbox_image))
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    name = ""
+    try:
+        assert proc.stdout is not None
+        name = proc.stdout.readline().strip()
+        assert name.startswith("harness-crash-")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        assert docker_client.containers.get(name).status == "running"     # the crash left it behind
+        removed = subprocess.run([str(REPO / ".venv/bin/harness"), "sandbox", "reap", "--json"],
+                                 capture_output=True, text=True, timeout=120, cwd=REPO)
+        assert removed.returncode == 0, removed.stderr
+        assert name in json.loads(removed.stdout)
+        with pytest.raises(docker.errors.NotFound):
+            docker_client.containers.get(name)
+        assert sandbox.exec("echo alive", timeout=10).stdout.text == "alive\n"   # a live run's box is kept
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if name:
+            for c in docker_client.containers.list(all=True, filters={"name": name}):
+                c.remove(force=True)
+
+
+def test_reap_keeps_containers_whose_harness_is_alive(sandbox: DockerSandbox) -> None:
+    assert sandbox.container.name not in reap(sandbox._client)
+    sandbox.container.reload()
+    assert sandbox.container.status == "running"
+
+
+def test_start_up_time_is_reasonable(sandbox_image: str) -> None:
+    started = time.monotonic()
+    with DockerSandbox(make_spec(sandbox_image)) as box:
+        assert box.exec("true", timeout=10).exit_code == 0
+    assert time.monotonic() - started < 30   # a sanity bound only; bench/bench_sandbox.py measures it

@@ -1,0 +1,99 @@
+"""After every command, nothing the command started is left running: only the channel survives.
+
+A command runs in its own process group; on timeout the group gets SIGTERM, then SIGKILL; after
+it returns (timed out or not), every other process of the agent user is killed, which catches
+daemons that left the group with setsid or a double fork.
+"""
+
+from __future__ import annotations
+
+import time
+
+from sandbox.docker_sandbox import DockerSandbox
+from tests.sandbox.conftest import processes
+
+BASELINE = {"docker-init", "sleep", "python3"}   # init, the container's `sleep infinity`, the channel
+
+
+def _names(box: DockerSandbox) -> list[str]:
+    return sorted(line.split()[1] for line in processes(box))
+
+
+def _assert_only_baseline(box: DockerSandbox) -> None:
+    procs = processes(box)
+    assert sorted(line.split()[1] for line in procs) == ["docker-init", "python3", "sleep"], procs
+    assert any("sleep infinity" in p for p in procs)
+
+
+def test_only_init_the_main_process_and_the_channel_run_between_commands(sandbox: DockerSandbox) -> None:
+    _assert_only_baseline(sandbox)
+
+
+def test_sleep_infinity_is_killed_at_the_timeout(sandbox: DockerSandbox) -> None:
+    started = time.monotonic()
+    result = sandbox.exec("echo before; sleep infinity", timeout=1)
+    assert result.timed_out and result.exit_code == 128 + 15      # SIGTERM ended it
+    assert result.stdout.text == "before\n"                        # partial output is kept
+    assert time.monotonic() - started < 5
+    _assert_only_baseline(sandbox)
+
+
+def test_a_loop_that_ignores_sigterm_is_killed_after_the_grace_period(sandbox: DockerSandbox) -> None:
+    result = sandbox.exec("trap '' TERM; while true; do sleep 0.1; done", timeout=1)
+    assert result.timed_out and result.exit_code == 128 + 9        # needed SIGKILL
+    assert 1 <= result.duration < 6
+    _assert_only_baseline(sandbox)
+
+
+def test_background_children_are_gone_after_a_normal_exit(sandbox: DockerSandbox) -> None:
+    result = sandbox.exec("sleep 1000 & nohup sleep 1001 >/dev/null 2>&1 & disown; echo started", timeout=10)
+    assert result.exit_code == 0 and not result.timed_out and result.stdout.text == "started\n"
+    assert result.killed_leftovers == 2
+    assert result.duration < 2                                     # the leftovers did not hold the answer
+    _assert_only_baseline(sandbox)
+
+
+def test_setsid_and_double_forked_daemons_are_gone_after_a_normal_exit(sandbox: DockerSandbox) -> None:
+    daemon = ("import os, sys, time\n"
+              "if os.fork(): sys.exit(0)\n"
+              "os.setsid()\n"
+              "if os.fork(): sys.exit(0)\n"
+              "os.closerange(0, 3)\n"
+              "time.sleep(1000)\n")
+    sandbox.write_file("daemon.py", daemon.encode())
+    result = sandbox.exec("python3 daemon.py; setsid sleep 1002 & setsid -f sh -c 'sleep 1003 &'; echo ok",
+                          timeout=10)
+    assert result.exit_code == 0 and result.stdout.text == "ok\n"
+    assert result.killed_leftovers >= 3
+    _assert_only_baseline(sandbox)
+
+
+def test_daemons_started_by_a_command_that_times_out_are_gone(sandbox: DockerSandbox) -> None:
+    result = sandbox.exec("setsid sleep 1004 & (trap '' TERM; sleep 1005) & sleep infinity", timeout=1)
+    assert result.timed_out
+    _assert_only_baseline(sandbox)
+
+
+def test_a_daemon_holding_the_output_pipe_does_not_hold_the_answer(sandbox: DockerSandbox) -> None:
+    result = sandbox.exec("setsid sh -c 'while true; do echo tick; sleep 0.05; done' & echo main", timeout=30)
+    assert not result.timed_out and result.exit_code == 0
+    assert result.stdout.text.startswith("main\n") or "main\n" in result.stdout.text
+    assert result.duration < 3
+    _assert_only_baseline(sandbox)
+
+
+def test_commands_reading_stdin_get_end_of_file_at_once(sandbox: DockerSandbox) -> None:
+    started = time.monotonic()
+    cat = sandbox.exec("cat; echo rc=$?", timeout=20)
+    read = sandbox.exec("read line; echo rc=$?", timeout=20)
+    py = sandbox.exec("python3 -c 'input()'", timeout=20)
+    assert cat.stdout.text == "rc=0\n" and not cat.timed_out
+    assert read.stdout.text == "rc=1\n" and not read.timed_out
+    assert py.exit_code == 1 and "EOFError" in py.stderr.text
+    assert time.monotonic() - started < 10
+
+
+def test_exit_codes_and_signals_are_reported(sandbox: DockerSandbox) -> None:
+    assert sandbox.exec("exit 3", timeout=10).exit_code == 3
+    assert sandbox.exec("kill -SEGV $$", timeout=10).exit_code == 128 + 11
+    assert sandbox.exec("true", timeout=10).exit_code == 0
