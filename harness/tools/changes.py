@@ -54,10 +54,14 @@ class Change:
 
 
 def read_current(ctx: ToolContext, path: str, *, must_exist: bool = True) -> Current | None:
-    """The file at `path` if it exists, after the path check and the compare-and-swap check."""
+    """The file at `path` if it exists, after the path check and the compare-and-swap check.
+
+    Only the fingerprint is read first; the content is fetched when the session does not hold
+    that exact version in its cache already.
+    """
     absolute = confine(path, for_write=True)
     try:
-        data = ctx.sandbox.read_file(absolute)
+        probe = ctx.sandbox.read_file(absolute, max_bytes=0)
     except FileNotFoundError:
         if must_exist:
             raise EditError(f"{path!r} does not exist; check the name (e.g. with search or bash `ls`), "
@@ -66,9 +70,16 @@ def read_current(ctx: ToolContext, path: str, *, must_exist: bool = True) -> Cur
     except IsADirectoryError:
         raise EditError(f"{path!r} is a directory, not a file; give a file path, e.g. "
                         f"\"{display(absolute)}/__init__.py\"") from None
-    real = check_resolved(path, data.realpath, for_write=True)
-    check_fingerprint(edit_state(ctx), real, data.sha256)
-    return Current(real, data.sha256, decode_for_edit(data.data, display(real)))
+    real = check_resolved(path, probe.realpath, for_write=True)
+    state = edit_state(ctx)
+    check_fingerprint(state, real, probe.sha256)
+    text = state.cached_text(real, probe.sha256)
+    if text is None:
+        data = ctx.sandbox.read_file(real)
+        check_fingerprint(state, real, data.sha256)
+        text = decode_for_edit(data.data, display(real))
+        state.record(real, data.sha256, text)
+    return Current(real, probe.sha256, text)
 
 
 def check_fingerprint(state: EditState, realpath: str, sha256: str) -> None:
@@ -142,7 +153,7 @@ def _apply(ctx: ToolContext, ch: Change) -> None:
     if out.conflict:
         what = "was created" if ch.old_sha256 == "" else "changed"
         raise EditError(f"{ch.shown} {what} while this edit was being made (a shell command?); {VIEW_AGAIN}")
-    state.record(ch.realpath, out.sha256)
+    state.record(ch.realpath, out.sha256, ch.new_text)
 
 
 def _delete(ctx: ToolContext, realpath: str, sha256: str) -> None:
@@ -168,7 +179,7 @@ def _undo(ctx: ToolContext, ch: Change) -> str:
         current = state.fingerprints.get(ch.realpath, "")
         out = ctx.sandbox.write_file(ch.realpath, ch.old_text.encode(), expect_sha256=current)
     if out.written:
-        state.record(ch.realpath, out.sha256)
+        state.record(ch.realpath, out.sha256, ch.old_text)
     return "" if out.written else ch.shown
 
 
@@ -177,7 +188,7 @@ def once(ctx: ToolContext, tool: str, args: dict[str, Any], body: Callable[[], s
     state = edit_state(ctx)
     key = str(args.get("key") or ctx.tool_use_id)
     digest = args_fingerprint(tool, args)
-    done = state.applied.get(key) if key else None
+    done = state.lookup(ctx.sandbox, key) if key else None
     if done is not None:
         if done.args_sha256 != digest or done.tool != tool:
             raise EditError(f"the key {key!r} was already used by another call ({done.tool}) with different "
@@ -185,7 +196,7 @@ def once(ctx: ToolContext, tool: str, args: dict[str, Any], body: Callable[[], s
                             f"\"key\": \"{key}-2\"")
         return f"already applied (key {key!r}); nothing was changed now. Result of the first call:\n{done.result}"
     result = body()
-    if key:
-        state.applied[key] = Applied(tool, digest, result)
     state.save(ctx.sandbox)
+    if key:
+        state.remember(ctx.sandbox, key, Applied(tool, digest, result))
     return result

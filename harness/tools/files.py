@@ -56,8 +56,9 @@ def _view(ctx: ToolContext, config: ToolsConfig, path: str, line: int) -> str:
         return f"{shown} is a binary file ({data.size:,} bytes); not shown"
     if any(real == root or real.startswith(root + "/") for root in WRITE_ROOTS):
         state = edit_state(ctx)
-        if state.fingerprints.get(real) != data.sha256:
-            state.record(real, data.sha256)
+        known = state.fingerprints.get(real)
+        state.record(real, data.sha256, _utf8(data.data))
+        if known != data.sha256:
             state.save(ctx.sandbox)
     lines = data.data.decode("utf-8", errors="replace").split("\n")
     if lines[-1] == "":
@@ -65,6 +66,13 @@ def _view(ctx: ToolContext, config: ToolsConfig, path: str, line: int) -> str:
     if not lines:
         return f"{shown} is empty (0 lines)"
     return _window(shown, lines, line, config.view_lines)
+
+
+def _utf8(data: bytes) -> str | None:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def _window(shown: str, lines: list[str], line: int, size: int) -> str:

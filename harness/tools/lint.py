@@ -10,6 +10,8 @@ never written.
 
 from __future__ import annotations
 
+import ast
+import functools
 from collections import Counter
 from dataclasses import dataclass
 
@@ -31,18 +33,21 @@ class Problem:
         return f"line {self.line}: {self.message}"
 
 
-def check(text: str, filename: str = "<file>") -> list[Problem]:
-    """Every pyflakes problem in `text`; a syntax error is one blocking problem."""
-    import ast
+@functools.lru_cache(maxsize=8)
+def check(text: str, filename: str = "<file>") -> tuple[Problem, ...]:
+    """Every pyflakes problem in `text`; a syntax error is one blocking problem.
+
+    Cached: the text after one edit is the text before the next.
+    """
     try:
         tree = ast.parse(text, filename=filename)
     except SyntaxError as exc:
-        return [Problem(exc.lineno or 1, f"syntax error: {exc.msg}", True)]
+        return (Problem(exc.lineno or 1, f"syntax error: {exc.msg}", True),)
     except ValueError as exc:   # e.g. source holds NUL bytes
-        return [Problem(1, f"cannot be parsed: {exc}", True)]
+        return (Problem(1, f"cannot be parsed: {exc}", True),)
     found = checker.Checker(tree, filename=filename)
-    return [Problem(m.lineno, m.message % m.message_args, not isinstance(m, WARNING_TYPES))
-            for m in sorted(found.messages, key=lambda m: m.lineno)]
+    return tuple(Problem(m.lineno, m.message % m.message_args, not isinstance(m, WARNING_TYPES))
+                 for m in sorted(found.messages, key=lambda m: m.lineno))
 
 
 @dataclass(frozen=True)

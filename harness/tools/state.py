@@ -2,9 +2,13 @@
 
 `EditState` remembers, for this session, the SHA-256 of each file as last read or written through
 the tools (the compare-and-swap reference), and every editing call already applied, by key, with
-its result. It lives in `ToolContext.services["edit_state"]` and is saved as JSON inside the
-sandbox under `STATE_DIR`, so a harness process that resumes the session with the same sandbox
-sees the same fingerprints and keys.
+its result. It lives in `ToolContext.services["edit_state"]` and is kept inside the sandbox under
+`STATE_DIR/edits-<session>/`: `fingerprints.json`, and one small file per applied key in `keys/`
+(so an edit reads and writes a few hundred bytes of state however long the session is). A harness process
+that resumes the session with the same sandbox sees the same fingerprints and keys.
+
+The texts of recently edited files are cached in memory by fingerprint, so an edit of a file the
+session already holds reads only its SHA-256 from the sandbox, not its content.
 
 `file_lock` serialises check-and-write per file among writers that go through the tools of this
 process. The agent's own shell does not take it: a shell command that rewrites a file between our
@@ -17,14 +21,16 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections import OrderedDict
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Iterator
 
 from harness.tools.base import ToolContext
 from sandbox.api import STATE_DIR, Sandbox
 
 SERVICE = "edit_state"
+TEXT_CACHE_FILES = 16
 
 
 @dataclass(frozen=True)
@@ -36,44 +42,66 @@ class Applied:
 
 @dataclass
 class EditState:
-    path: str
+    folder: str
     fingerprints: dict[str, str] = field(default_factory=dict)   # realpath -> sha256
     applied: dict[str, Applied] = field(default_factory=dict)    # idempotency key -> outcome
+    resumed: bool = False      # state was found in the sandbox: keys may be stored there
+    texts: "OrderedDict[str, tuple[str, str]]" = field(default_factory=OrderedDict)  # realpath -> (sha, text)
 
-    def record(self, realpath: str, sha256: str) -> None:
+    def record(self, realpath: str, sha256: str, text: str | None = None) -> None:
         self.fingerprints[realpath] = sha256
+        if text is not None:
+            self.texts[realpath] = (sha256, text)
+            self.texts.move_to_end(realpath)
+            while len(self.texts) > TEXT_CACHE_FILES:
+                self.texts.popitem(last=False)
 
     def forget(self, realpath: str) -> None:
         self.fingerprints.pop(realpath, None)
+        self.texts.pop(realpath, None)
 
-    def to_json(self) -> str:
-        return json.dumps({"fingerprints": self.fingerprints,
-                           "applied": {k: vars(v) for k, v in self.applied.items()}}, indent=1)
-
-    @staticmethod
-    def from_json(path: str, text: str) -> "EditState":
-        data = json.loads(text)
-        applied = {k: Applied(**v) for k, v in data.get("applied", {}).items()}
-        return EditState(path, dict(data.get("fingerprints", {})), applied)
+    def cached_text(self, realpath: str, sha256: str) -> str | None:
+        sha, text = self.texts.get(realpath, ("", ""))
+        return text if sha == sha256 else None
 
     def save(self, sandbox: Sandbox) -> None:
-        sandbox.write_file(self.path, self.to_json().encode())
+        sandbox.write_file(f"{self.folder}/fingerprints.json", json.dumps(self.fingerprints, indent=1).encode())
+
+    def lookup(self, sandbox: Sandbox, key: str) -> Applied | None:
+        """The outcome of `key` if applied in this session (asks the sandbox when not in memory)."""
+        if key not in self.applied and self.resumed:
+            try:
+                data = json.loads(sandbox.read_file(f"{self.folder}/keys/{_key_file(key)}").data)
+            except FileNotFoundError:
+                return None
+            self.applied[key] = Applied(data["tool"], data["args_sha256"], data["result"])
+        return self.applied.get(key)
+
+    def remember(self, sandbox: Sandbox, key: str, applied: Applied) -> None:
+        self.applied[key] = applied
+        body = json.dumps({"key": key, **asdict(applied)}).encode()
+        sandbox.write_file(f"{self.folder}/keys/{_key_file(key)}", body)
 
 
-def state_path(session: str) -> str:
+def _key_file(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()[:40] + ".json"
+
+
+def state_folder(session: str) -> str:
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in session) or "session"
-    return f"{STATE_DIR}/edits-{safe}.json"
+    return f"{STATE_DIR}/edits-{safe}"
 
 
 def edit_state(ctx: ToolContext) -> EditState:
     """This session's edit state: from the services, else loaded from the sandbox, else new."""
     state = ctx.services.get(SERVICE)
     if state is None:
-        path = state_path(ctx.session)
+        state = EditState(state_folder(ctx.session))
         try:
-            state = EditState.from_json(path, ctx.sandbox.read_file(path).data.decode())
+            state.fingerprints = dict(json.loads(ctx.sandbox.read_file(f"{state.folder}/fingerprints.json").data))
+            state.resumed = True
         except FileNotFoundError:
-            state = EditState(path)
+            pass
         ctx.services[SERVICE] = state
     return state
 

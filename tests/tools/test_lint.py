@@ -40,4 +40,4 @@ def test_fixing_a_syntax_error_does_not_block_on_newly_visible_names() -> None:
 
 
 def test_check_reports_clean_file_as_empty() -> None:
-    assert check("def f(x):\n    return x\n") == []
+    assert check("def f(x):\n    return x\n") == ()

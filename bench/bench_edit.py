@@ -1,0 +1,95 @@
+"""Latency of an anchor edit on a 10,000-line file through a real sandbox.
+
+One `edit` call as the model makes it: schema validation, path check, per-file lock, reading the
+file from the sandbox with its SHA-256, the compare-and-swap check against the session's
+fingerprint, locating the unique anchor, the write with `expect_sha256`, saving the session's
+edit state (idempotency key) in the sandbox, and rendering the changed region. Measured with the
+pyflakes gate off (the target: under 20 ms per edit) and on, plus the in-process share
+(anchor search on the text) on its own.
+
+    .venv/bin/python bench/bench_edit.py [--lines 10000] [--edits 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness.config import Config  # noqa: E402
+from harness.messages import ToolUse  # noqa: E402
+from harness.tools.anchors import replace_once  # noqa: E402
+from harness.tools.base import ToolContext  # noqa: E402
+from harness.tools.catalog import default_catalog  # noqa: E402
+from sandbox.api import SandboxSpec  # noqa: E402
+from sandbox.docker_sandbox import DockerSandbox  # noqa: E402
+from sandbox.images import ensure_image  # noqa: E402
+
+
+def big_module(lines: int) -> str:
+    funcs = lines // 5
+    return "".join(f"def tax_{i}(amount):\n    if amount <= 0:\n        raise ValueError(amount)\n"
+                   f"    return amount * {i % 97 + 2} // 100\n\n" for i in range(funcs))
+
+
+def summary(name: str, ms: list[float]) -> str:
+    ms = sorted(ms)
+    p90 = ms[int(len(ms) * 0.9) - 1]
+    return (f"{name:<34} median {statistics.median(ms):6.2f} ms   p90 {p90:6.2f} ms   "
+            f"mean {statistics.fmean(ms):6.2f} ms   max {ms[-1]:6.2f} ms   (n={len(ms)})")
+
+
+def run_edits(box: DockerSandbox, path: str, start: int, count: int, lint: bool) -> list[float]:
+    cfg = Config()
+    cfg = cfg.replace(tools=dataclasses.replace(cfg.tools, lint_python=lint))
+    catalog = default_catalog(cfg)
+    ctx = ToolContext(sandbox=box, session=f"bench-{uuid.uuid4().hex[:6]}")
+    assert not catalog.execute(ToolUse("v", "view", {"path": path}), ctx).is_error
+    times = []
+    for i in range(start, start + count):
+        call = ToolUse(f"e{i}", "edit", {"path": path, "old": f"    return amount * {i % 97 + 2} // 100\n\ndef tax_{i + 1}(",
+                                          "new": f"    return amount * {i % 97 + 3} // 100\n\ndef tax_{i + 1}("})
+        t0 = time.perf_counter()
+        result = catalog.execute(call, ctx)
+        times.append((time.perf_counter() - t0) * 1000)
+        if result.is_error:
+            raise SystemExit(f"edit {i} failed: {result.content}")
+    return times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--lines", type=int, default=10_000)
+    parser.add_argument("--edits", type=int, default=100)
+    args = parser.parse_args()
+    text = big_module(args.lines)
+    print(f"file: {text.count(chr(10)):,} lines, {len(text.encode()):,} bytes; {args.edits} edits per series")
+
+    pure = []
+    for i in range(args.edits):
+        t0 = time.perf_counter()
+        replace_once(text, f"    return amount * {i % 97 + 2} // 100\n\ndef tax_{i + 1}(", "x", "bench.py")
+        pure.append((time.perf_counter() - t0) * 1000)
+
+    project = Path(tempfile.mkdtemp(prefix="bench-edit-"))
+    (project / "bench.py").write_text(text)
+    spec = SandboxSpec(image=ensure_image("3.11"), session=f"bench-{uuid.uuid4().hex[:8]}", project_dir=project)
+    with DockerSandbox(spec) as box:
+        run_edits(box, "bench.py", 1000, 5, lint=False)       # warm-up
+        no_lint = run_edits(box, "bench.py", 0, args.edits, lint=False)
+        with_lint = run_edits(box, "bench.py", args.edits, args.edits, lint=True)
+    print(summary("edit, pyflakes gate off (target<20)", no_lint))
+    print(summary("edit, pyflakes gate on", with_lint))
+    print(summary("anchor search alone (in process)", pure))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
