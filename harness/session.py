@@ -81,7 +81,7 @@ def run_session(task: Task, model: Model, config: Config, out_dir: Path, *, imag
     started = time.monotonic()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    image = image or _image(config, task)
+    image = image or session_image(task, config)
     say = progress or (lambda _event: None)
     attempts: list[Attempt] = []
     notes: list[str] = []
@@ -105,11 +105,19 @@ def run_session(task: Task, model: Model, config: Config, out_dir: Path, *, imag
     return outcome
 
 
-def _image(config: Config, task: Task) -> str:
-    if config.sandbox.image != "auto":
-        return config.sandbox.image
-    from sandbox.images import ensure_image
-    return ensure_image(python=task.python or config.sandbox.python, base=config.sandbox.base)
+def session_image(task: Task, config: Config, progress: Callable[[str], None] | None = None) -> str:
+    """The image a session of `task` runs in: the sandbox image (config.sandbox.image, or the one
+    built for the task's Python), plus the task's requirements and install_cmd when it has any (the
+    same environment image `harness eval` grades in)."""
+    say = progress or (lambda _message: None)
+    base = config.sandbox.image
+    if base == "auto":
+        from sandbox.images import ensure_image
+        base = ensure_image(python=task.python or config.sandbox.python, base=config.sandbox.base, progress=say)
+    if not task.requirements and not task.install_cmd:
+        return base
+    from harness.evaluation.environments import ensure_env_image
+    return ensure_env_image(task, base, progress=say)
 
 
 def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, number: int,

@@ -105,15 +105,13 @@ def default_out(task: Task) -> Path:
 
 
 def execute(task: Task, config: Config, secrets: Secrets, out: Path, *, resume_from: Path | None = None) -> SessionOutcome:
-    """Make the model, build the image if needed, run the session with live progress on stderr."""
+    """Make the model, build the images if needed, run the session with live progress on stderr."""
     from harness.cli.common import stderr_progress
     from harness.models.factory import make_model
-    from sandbox.images import ensure_image
+    from harness.session import session_image
 
     model = make_model(config.model.spec, config, secrets, task=task)
-    image = config.sandbox.image
-    if image == "auto":
-        image = ensure_image(python=task.python, base=config.sandbox.base, progress=stderr_progress("sandbox build"))
+    image = session_image(task, config, progress=stderr_progress("environment"))
     with LiveProgress(task, model.name, spinner=_may_prompt(config) is False) as progress:
         return run_session(task, model, config, out, image=image, secrets=secrets, progress=progress,
                            resume_from=resume_from)
