@@ -94,6 +94,7 @@ class ApprovalGate:
         return self.queue.expire(request.id, time.time() - request.created_at)
 
     def _conclude(self, request: Request, action: "OutboundAction", ctx: "ToolContext") -> str:
+        give_up = time.time() + self.timeout       # bounds the wait on another process's execution
         while True:
             if request.status == "pending":
                 request = self._await_decision(request)
@@ -103,7 +104,7 @@ class ApprovalGate:
                     return self._execute(claimed, action, ctx)
                 request = self.queue.get(request.id)
             elif request.status == "executing":
-                if request.outcome_unknown:
+                if request.outcome_unknown or time.time() > give_up:
                     raise ToolError(_unknown(request))
                 time.sleep(self.poll_interval)
                 request = self.queue.get(request.id)
@@ -128,7 +129,8 @@ class ApprovalGate:
 def _unknown(request: Request) -> str:
     started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(request.started_at or 0))
     return (f"outcome unknown, not retried: request #{request.id} ({request.tool}, key {request.key!r}) was "
-            f"being executed at {started} by a harness process that stopped before recording the result. "
+            f"being executed from {started} by {request.executor}, which stopped (or did not finish in time) "
+            "before recording the result. "
             "It may or may not have taken effect; it will not run again under this key. Check the "
             "remote side; if it must be redone, ask again with a new key.")
 
