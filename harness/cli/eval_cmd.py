@@ -1,15 +1,155 @@
-"""`harness eval`: not built yet (placeholder registered so the command list is complete)."""
+"""`harness eval`: batch evaluation, SWE-bench style (see docs/evaluation.md).
+
+Exit codes: 0 every instance was evaluated (resolved or not); 2 bad input; 3 some instance hit an
+infrastructure error (its image did not build, Docker or the model API failed), listed in
+report.json as error_ids; 130 interrupted (containers removed; continue with --resume).
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import re
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from harness.cli.run_cmd import add_session_options, apply_options
+from harness.config import Config, Secrets, load
+from harness.errors import ConfigError
+from harness.evaluation.instances import Prediction, load_instances, load_predictions
+from harness.evaluation.runner import EvalOptions, run_evaluation
+from harness.evaluation.tasks import Task, find_task_dirs, load_task
+
+EXIT_INFRA = 3
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("eval", help="(not available yet)")
+    p = sub.add_parser("eval", help="evaluate an agent (or given predictions) on many tasks, SWE-bench style",
+                       description="Run an agent session per task in parallel sandboxes and grade each patch in "
+                                   "a fresh container (FAIL_TO_PASS / PASS_TO_PASS), or grade existing "
+                                   "predictions. Writes predictions.jsonl, report.json and a folder per "
+                                   "instance into --out.")
+    p.add_argument("tasks", nargs="*", type=Path, metavar="TASK_DIRS",
+                   help="task directories or folders of them (default: tasks/ unless --instances)")
+    p.add_argument("--instances", type=Path, metavar="FILE", help="SWE-bench-style instances (JSONL)")
+    p.add_argument("--repos", type=Path, metavar="DIR",
+                   help="sources of --instances: DIR/<instance_id>.tar.gz or git clones DIR/<owner>__<name>")
+    p.add_argument("--predictions", metavar="FILE",
+                   help="grade these SWE-bench predictions instead of running an agent ('gold': the tasks' "
+                        "gold patches)")
+    p.add_argument("--instance-ids", nargs="+", metavar="ID", help="only these instances")
+    p.add_argument("--workers", type=int, default=1, help="instances run in parallel (default 1)")
+    p.add_argument("--out", type=Path, help="output folder (default: runs/eval-MODEL-YYYYmmdd-HHMMSS)")
+    p.add_argument("--resume", action="store_true", help="continue the evaluation in --out")
+    p.add_argument("--timeout", type=float, metavar="S", help="wall-clock limit of each agent session, seconds")
+    p.add_argument("--test-timeout", type=float, default=900.0, metavar="S",
+                   help="limit of each test run at grading, seconds (default 900)")
+    p.add_argument("--grade-runs", type=int, default=1, metavar="R",
+                   help="run the tests R times in fresh sandboxes; instances whose verdict differs are "
+                        "reported as flaky and count as resolved only if every run resolved them")
+    p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
+                   help="an extra Docker label on every container of the run (repeatable)")
+    p.add_argument("--json", action="store_true", help="print report.json instead of the summary table")
+    add_session_options(p)
     p.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    print("harness eval: not available in this version")
-    return 2
+    _check_numbers(args)
+    config, secrets = load()
+    config = apply_options(config, args)
+    if args.timeout is not None:
+        config = config.replace(loop=dataclasses.replace(config.loop, max_wall_seconds=args.timeout))
+    tasks = _tasks(args)
+    predictions = _predictions(args, tasks)
+    if predictions is None and not args.model:
+        raise ConfigError("harness eval needs --model SPEC (e.g. --model gold, --model anthropic:MODEL) or "
+                          "--predictions FILE")
+    out = args.out or _default_out(args)
+    if args.resume and args.out is None:
+        raise ConfigError("--resume needs --out DIR: the folder of the evaluation to continue")
+    options = EvalOptions(out_dir=out, model=None if predictions is not None else args.model,
+                          workers=args.workers, resume=args.resume, grade_runs=args.grade_runs,
+                          test_timeout=args.test_timeout, labels=_labels(args.label))
+    report = _evaluate(tasks, options, config, secrets, predictions, quiet=args.json)
+    _print(report, out, args.json)
+    return EXIT_INFRA if report["error_instances"] else 0
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    for name in ("workers", "grade_runs"):
+        if getattr(args, name) < 1:
+            flag = "--" + name.replace("_", "-")
+            raise ConfigError(f"{flag} must be at least 1, got {getattr(args, name)}; e.g. {flag} 2")
+
+
+def _labels(pairs: list[str]) -> dict[str, str]:
+    labels = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--label must be KEY=VALUE, got {pair!r}; e.g. --label team=research")
+        labels[key] = value
+    return labels
+
+
+def _tasks(args: argparse.Namespace) -> list[Task]:
+    if args.instances:
+        if args.tasks:
+            raise ConfigError("give either TASK_DIRS or --instances FILE, not both")
+        return load_instances(args.instances, args.repos, args.instance_ids)
+    tasks = [load_task(d) for d in find_task_dirs(args.tasks or [Path("tasks")])]
+    if args.instance_ids:
+        unknown = sorted(set(args.instance_ids) - {t.id for t in tasks})
+        if unknown:
+            raise ConfigError(f"--instance-ids {unknown} are not among the tasks {sorted(t.id for t in tasks)}")
+        tasks = [t for t in tasks if t.id in set(args.instance_ids)]
+    if not tasks:
+        raise ConfigError("no tasks to evaluate; pass task directories (e.g. tasks/) or --instances FILE")
+    return tasks
+
+
+def _predictions(args: argparse.Namespace, tasks: list[Task]) -> dict[str, Prediction] | None:
+    if args.predictions is None:
+        return None
+    if args.predictions == "gold":
+        return {t.id: Prediction(t.id, "gold", t.gold_patch) for t in tasks if t.gold_patch}
+    predictions = load_predictions(Path(args.predictions))
+    unknown = sorted(set(predictions) - {t.id for t in tasks})
+    if unknown and not args.instance_ids:
+        print(f"harness eval: {len(unknown)} prediction(s) name no known instance and are skipped: "
+              f"{unknown[:10]}", file=sys.stderr)
+    return predictions
+
+
+def _default_out(args: argparse.Namespace) -> Path:
+    label = "predictions" if args.predictions else re.sub(r"[^A-Za-z0-9_.-]+", "_", args.model or "model")
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"eval-{label}-{stamp}"
+
+
+def _evaluate(tasks: list[Task], options: EvalOptions, config: Config, secrets: Secrets,
+              predictions: dict[str, Prediction] | None, *, quiet: bool) -> dict[str, Any]:
+    from rich.console import Console
+
+    from harness.evaluation.progress import LineEvents, LiveEvents
+    console = Console(stderr=True)
+    if quiet or not console.is_terminal:
+        return run_evaluation(tasks, options, config, secrets, predictions=predictions,
+                              events=LineEvents(sys.stderr))
+    with LiveEvents(console) as events:
+        return run_evaluation(tasks, options, config, secrets, predictions=predictions, events=events)
+
+
+def _print(report: dict[str, Any], out: Path, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return
+    from rich.console import Console
+
+    from harness.evaluation.progress import summary_table
+    Console().print(summary_table(report))
+    print(f"results in {out}/ (report.json, predictions.jsonl, instances/)")

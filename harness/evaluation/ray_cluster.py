@@ -25,6 +25,8 @@ from pathlib import Path
 
 MARKER = "HARNESS_RAY_CLUSTER"
 MiB = 1024 * 1024
+NODE_IP = "127.0.0.2"   # in the loopback range, yet not one Ray rewrites to the machine's address
+BASE_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
 
 
 class ClusterError(RuntimeError):
@@ -131,11 +133,11 @@ class LocalCluster:
         log = self.root / f"{name}.log"
         resources = {"docker": 1} if self.docker else {}
         ray_bin = str(Path(sys.executable).with_name("ray"))
-        cmd = [ray_bin, "start", *extra, "--block", "--node-ip-address=127.0.0.1", f"--temp-dir={temp_dir}",
+        cmd = [ray_bin, "start", *extra, "--block", f"--node-ip-address={NODE_IP}", f"--temp-dir={temp_dir}",
                f"--num-cpus={cpus}", f"--memory={memory}", f"--object-store-memory={96 * MiB}",
                f"--resources={json.dumps(resources)}", f"--dashboard-agent-listen-port={_free_port()}",
                "--disable-usage-stats"]
-        env = {**os.environ, MARKER: self.id, "RAY_USAGE_STATS_ENABLED": "0"}
+        env = {**os.environ, **BASE_ENV, MARKER: self.id}
         with log.open("wb") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     env=env, start_new_session=True)

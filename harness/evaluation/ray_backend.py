@@ -1,0 +1,220 @@
+"""Running a per-item job on a Ray cluster: one Ray task per item, on nodes that have Docker, results
+handed back as they complete.
+
+`run_on_ray(job, items, ...)` is the whole seam: the batch runner gives it the job that evaluates one
+instance and a callback that writes each finished result, so a driver that dies keeps everything
+already handed over. Ray is an optional extra, imported only here and only when asked for.
+
+Scheduling: each task asks for what `ray_resources.TaskResources` derives from the sandbox limits,
+on nodes that offer the ``docker`` resource.
+
+Failures: a task whose worker or node dies is rerun by Ray elsewhere (`max_retries`), as is a job
+that raises an infrastructure error (`retry_on`, SandboxError by default). Every execution first
+signs a ledger (a small actor on the driver's node), so the result knows how many attempts it took
+and where; a rerun first reaps the containers whose owner process is gone on its own node, and the
+driver reaps on the earlier attempts' nodes that are still alive. An interrupted run cancels its
+tasks (ending their processes) and removes, on every live Docker node, the containers that carry
+`sweep_label`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Callable, Generic, Sequence, TypeVar
+
+from harness.errors import ConfigError
+from harness.evaluation.ray_resources import DOCKER_RESOURCE, DOCKER_SLIVER, TaskResources, check_capacity
+from sandbox.errors import SandboxError
+
+X = TypeVar("X")
+R = TypeVar("R")
+
+INSTALL_LINE = "pip install 'harness[ray]'"
+
+
+def import_ray() -> ModuleType:
+    """The `ray` module, or a ConfigError saying how to install it."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise ConfigError(f"--backend ray needs Ray, which is not installed here ({exc}); install it with "
+                          f"`{INSTALL_LINE}` (or `pip install 'ray[default]>=2.9'`), or use --backend local") from exc
+    return ray
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One execution of an item: where it ran."""
+
+    node_id: str
+    host: str
+    pid: int
+
+
+@dataclass(frozen=True)
+class Outcome(Generic[X, R]):
+    """An item's end: the job's result, or why there is none, and every attempt it took."""
+
+    item: X
+    result: R | None
+    error: str | None = None          # set when no attempt finished: the last failure, with its type
+    attempts: tuple[Attempt, ...] = ()
+    reaped: tuple[str, ...] = ()      # containers and volumes of earlier attempts removed on retry
+
+    @property
+    def infra_retries(self) -> int:
+        """Executions lost to the infrastructure (a dead node or worker, a Docker failure)."""
+        return max(0, len(self.attempts) - 1)
+
+
+class Ledger:
+    """Counts the executions of each item; lives in one actor on the driver's node."""
+
+    def __init__(self) -> None:
+        self._attempts: dict[int, list[Attempt]] = {}
+
+    def begin(self, key: int, attempt: Attempt) -> list[Attempt]:
+        """Record `attempt` of item `key`; returns the attempts before it."""
+        earlier = self._attempts.setdefault(key, [])
+        before = list(earlier)
+        earlier.append(attempt)
+        return before
+
+    def attempts(self, key: int) -> list[Attempt]:
+        return list(self._attempts.get(key, []))
+
+
+def reap_here() -> list[str]:
+    """Remove this machine's harness containers whose owner process is gone; their names."""
+    from sandbox.docker_client import client_or_default
+    from sandbox.reaper import reap
+    return reap(client_or_default())
+
+
+def execute(job: Callable[[X], R], item: X, key: int, ledger: Any) -> tuple[R, tuple[Attempt, ...], tuple[str, ...]]:
+    """The Ray task: sign the ledger, reap what an earlier attempt left here, run the job."""
+    import ray
+    me = Attempt(node_id=ray.get_runtime_context().get_node_id(), host=socket.gethostname(), pid=os.getpid())
+    before = ray.get(ledger.begin.remote(key, me))
+    reaped = tuple(reap_here()) if before else ()
+    return job(item), (*before, me), reaped
+
+
+def connect(ray: ModuleType, address: str | None) -> bool:
+    """Join the cluster at `address` ("auto": the one started with `ray start` on this machine), or
+    start a one-machine Ray for this run when `address` is None. True when this call connected."""
+    if ray.is_initialized():
+        return False
+    quiet = {"logging_level": logging.WARNING, "log_to_driver": False, "namespace": "harness"}
+    if address is None:
+        ray.init(address="local", include_dashboard=False, resources={DOCKER_RESOURCE: 1}, **quiet)
+    else:
+        try:
+            ray.init(address=address, **quiet)
+        except ConnectionError as exc:
+            raise ConfigError(f"cannot reach the Ray cluster at --ray-address {address!r} ({exc}); give the "
+                              "head's address as printed by `ray start --head`, e.g. --ray-address "
+                              "10.0.0.5:6379, or 'auto' on a node of the cluster") from exc
+    return True
+
+
+def run_on_ray(job: Callable[[X], R], items: Sequence[X], *, address: str | None,
+               resources_per_item: TaskResources, max_retries: int, on_result: Callable[[Outcome[X, R]], None],
+               retry_on: tuple[type[BaseException], ...] = (SandboxError,), sweep_label: str | None = None) -> None:
+    """Run `job(item)` for every item as Ray tasks; call `on_result` in the driver as each one ends.
+
+    `job` and the items must pickle (`job` is shipped once). Interrupting the call cancels every
+    task not yet handed to `on_result`; an exception from `on_result` does the same and propagates.
+
+    Raises:
+        ConfigError: Ray is not installed, the cluster is unreachable, or no node can hold an instance.
+    """
+    ray = import_ray()
+    connected = connect(ray, address)
+    pending: list[Any] = []
+    try:
+        check_capacity(ray, resources_per_item)
+        ledger = _ledger(ray)
+        task = ray.remote(execute).options(max_retries=max_retries, retry_exceptions=list(retry_on),
+                                           **resources_per_item.ray_options())
+        job_ref = ray.put(job)
+        keys = {task.remote(job_ref, item, key, ledger): key for key, item in enumerate(items)}
+        pending, cleanups = list(keys), []
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                outcome = _collect(ray, ref, items[keys[ref]], keys[ref], ledger)
+                cleanups += _reap_elsewhere(ray, outcome)
+                on_result(outcome)
+        if cleanups:
+            ray.wait(cleanups, num_returns=len(cleanups), timeout=60)
+    except BaseException:
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        if sweep_label:
+            _sweep(ray, sweep_label)
+        raise
+    finally:
+        if connected:
+            ray.shutdown()
+
+
+def remove_labelled(label: str) -> list[str]:
+    """Remove this machine's containers that carry `label` ("key=value"); their names."""
+    import docker.errors
+
+    from sandbox.docker_client import client_or_default
+    client, removed = client_or_default(), []
+    for container in client.api.containers(all=True, filters={"label": label}):
+        try:
+            client.api.remove_container(container["Id"], force=True, v=True)
+            removed.append((container.get("Names") or [container["Id"]])[0].lstrip("/"))
+        except docker.errors.NotFound:
+            pass
+    return removed
+
+
+def _on_node(ray: ModuleType, function: Callable[..., Any], node_id: str) -> Any:
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    return ray.remote(function).options(num_cpus=0, resources={DOCKER_RESOURCE: DOCKER_SLIVER}, max_retries=0,
+                                        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False))
+
+
+def _sweep(ray: ModuleType, label: str) -> None:
+    nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive") and n["Resources"].get(DOCKER_RESOURCE, 0) > 0]
+    refs = [_on_node(ray, remove_labelled, node).remote(label) for node in nodes]
+    if refs:
+        ray.wait(refs, num_returns=len(refs), timeout=60)
+
+
+def _ledger(ray: ModuleType) -> Any:
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    return ray.remote(Ledger).options(num_cpus=0, scheduling_strategy=here).remote()
+
+
+def _collect(ray: ModuleType, ref: Any, item: X, key: int, ledger: Any) -> Outcome[X, Any]:
+    from ray.exceptions import RayError, RayTaskError
+    try:
+        result, attempts, reaped = ray.get(ref)
+        return Outcome(item, result, None, attempts, reaped)
+    except RayTaskError as exc:       # the job raised, on its last allowed attempt
+        cause = exc.cause if exc.cause is not None else exc
+        error = f"{type(cause).__name__}: {cause}"
+    except RayError as exc:           # its worker or node died, on its last allowed attempt
+        error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    attempts = tuple(ray.get(ledger.attempts.remote(key)))
+    return Outcome(item, None, f"{error} (after {len(attempts)} attempt(s))", attempts)
+
+
+def _reap_elsewhere(ray: ModuleType, outcome: Outcome[Any, Any]) -> list[Any]:
+    """Reap on the live nodes where earlier attempts ran (the last attempt's own node reaped itself)."""
+    final = outcome.attempts[-1] if outcome.result is not None and outcome.attempts else None
+    earlier = outcome.attempts[:-1] if final else outcome.attempts
+    alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")} if earlier else set()
+    nodes = {a.node_id for a in earlier if a.node_id in alive and (final is None or a.host != final.host)}
+    return [_on_node(ray, reap_here, node).remote() for node in sorted(nodes)]

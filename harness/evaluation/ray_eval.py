@@ -1,0 +1,146 @@
+"""`harness eval --backend ray`: each pending instance of the batch runner becomes one Ray task.
+
+On its node the task evaluates the instance exactly as the local backend does (`runner._instance`:
+environment image from that node's Docker cache, agent session, grading) into a node-local folder,
+then ships that folder back as a tar. The driver unpacks it into ``--out/instances/<id>/`` and hands
+the record to the runner, which writes predictions.jsonl and report.json as for the local backend;
+so outputs, `--resume` and the report are the same, and a driver that dies loses nothing finished.
+
+A node on another machine than the driver fetches the task's files from the driver through a small
+actor on the driver's node, which serves only the runner's task directories.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import socket
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from harness.config import Config, Secrets
+from harness.evaluation.instances import Prediction
+from harness.evaluation.report import InstanceRecord, instance_dir, write_done
+from harness.evaluation.tasks import Task
+from harness.evaluation.ray_backend import Outcome, TaskResources, import_ray, run_on_ray
+from sandbox.copy import pack_directory, safe_extract
+
+MAX_BYTES = 2 * 1024 ** 3       # an instance folder or a task's files shipped between nodes
+MAX_FILES = 200_000
+
+
+class TaskFiles:
+    """Serves the runner's task directories from the driver's machine (a Ray actor there)."""
+
+    def __init__(self, dirs: list[str]) -> None:
+        self._dirs = set(dirs)
+
+    def pack(self, path: str) -> bytes:
+        if path not in self._dirs:
+            raise PermissionError(f"{path!r} is not one of this evaluation's task directories")
+        return pack_directory(Path(path), MAX_BYTES, MAX_FILES)
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """What a node sends back: the instance's record and its folder as a tar."""
+
+    record: InstanceRecord | None
+    folder: bytes
+
+
+@dataclass(frozen=True)
+class RemoteInstance:
+    """The per-instance job, picklable: everything `runner._instance` needs, rebuilt on the node."""
+
+    config: Config
+    secrets: Secrets
+    options: Any                      # runner.EvalOptions
+    labels: Mapping[str, str]
+    model_name: str
+    predictions: Mapping[str, Prediction] | None
+    driver_host: str
+    files: Any                        # the TaskFiles actor handle
+    ship: bool | None = None          # fetch the task's files: None = when not on the driver's machine
+
+    def __call__(self, task: Task) -> Shipped:
+        from harness.evaluation.progress import SilentEvents
+        from harness.evaluation.runner import _instance
+        from harness.evaluation.stages import Stages
+        with tempfile.TemporaryDirectory(prefix="harness-ray-") as tmp:
+            task = self._local_task(task, Path(tmp) / "task")
+            out = Path(tmp) / "out"
+            cancel = threading.Event()
+            stages = Stages(self.config, self.secrets, self.options, self.labels, cancel, SilentEvents(),
+                            self.predictions)
+            record = _instance(task, stages, out, self.model_name, cancel)
+            return Shipped(record, pack_directory(instance_dir(out, task.id), MAX_BYTES, MAX_FILES, skip=set()))
+
+    def _local_task(self, task: Task, where: Path) -> Task:
+        ship = self.ship if self.ship is not None else socket.gethostname() != self.driver_host
+        if not ship:
+            return task
+        import ray
+        safe_extract(ray.get(self.files.pack.remote(str(task.repo_dir))), where, MAX_BYTES, MAX_FILES)
+        return dataclasses.replace(task, repo_dir=where)
+
+
+def evaluate_on_ray(tasks: list[Task], stages: Any, out: Path, model_name: str,
+                    on_record: Callable[[InstanceRecord], None], *, address: str | None,
+                    max_retries: int = 2, ship: bool | None = None) -> None:
+    """Evaluate `tasks` as Ray tasks; `on_record` gets each record once its folder is in `out`.
+
+    `stages` is the runner's `Stages` (its config, secrets, options, labels and predictions are sent).
+    """
+    from harness.evaluation.runner import RUN_LABEL
+    ray = import_ray()
+    connected = False
+    if not ray.is_initialized():
+        from harness.evaluation.ray_backend import connect
+        connected = connect(ray, address)
+    try:
+        files = _task_files(ray, tasks)
+        job = RemoteInstance(stages.config, stages.secrets, stages.options, dict(stages.labels), model_name,
+                             stages.predictions, socket.gethostname(), files, ship)
+
+        def arrived(outcome: Outcome[Task, Shipped]) -> None:
+            on_record(_receive(outcome, out, model_name))
+
+        run_on_ray(job, tasks, address=address, max_retries=max_retries, on_result=arrived,
+                   resources_per_item=TaskResources.from_limits(stages.config.sandbox.limits),
+                   sweep_label=f"{RUN_LABEL}={stages.labels[RUN_LABEL]}")
+    finally:
+        if connected:
+            ray.shutdown()
+
+
+def _task_files(ray: Any, tasks: list[Task]) -> Any:
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    actor = ray.remote(TaskFiles).options(num_cpus=0, scheduling_strategy=here)
+    return actor.remote(sorted({str(t.repo_dir) for t in tasks}))
+
+
+def _receive(outcome: Outcome[Task, Shipped], out: Path, model_name: str) -> InstanceRecord:
+    """Put the shipped folder in place (or record the infrastructure failure); the record, with retries."""
+    task, folder = outcome.item, instance_dir(out, outcome.item.id)
+    incoming = folder.with_name(f".{task.id}.incoming")
+    shutil.rmtree(incoming, ignore_errors=True)
+    incoming.mkdir(parents=True)
+    if outcome.result is not None and outcome.result.record is not None:
+        safe_extract(outcome.result.folder, incoming, MAX_BYTES, MAX_FILES)
+        record = outcome.result.record
+    else:
+        where = ", ".join(f"{a.host} pid {a.pid}" for a in outcome.attempts) or "no node"
+        record = InstanceRecord(instance_id=task.id, status="error", model_name_or_path=model_name,
+                                error=f"infrastructure: {outcome.error}; attempts on {where}")
+        (incoming / "error.txt").write_text(record.error + "\n")
+    record.infra_retries = outcome.infra_retries
+    write_done(incoming, record)
+    shutil.rmtree(folder, ignore_errors=True)
+    os.replace(incoming, folder)
+    return record
