@@ -17,6 +17,7 @@ from harness.config import Config, Secrets, load
 from harness.errors import TaskError
 from harness.evaluation.tasks import Task, load_task
 from harness.loop import StepEvent
+from harness.models.factory import resolve_auto
 from harness.session import SessionOutcome, run_session
 
 STOP_WORDS = {"end": "the agent finished", "cap": "turn limit reached, the agent did not finish",
@@ -34,7 +35,29 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--resume", type=Path, metavar="DIR",
                    help="continue the run in DIR (its trajectory.jsonl) in a new sandbox")
     p.add_argument("--json", action="store_true", help="print result.json instead of the summary")
+    b = p.add_argument_group("budgets (each stops the run as `budget` before the next model call)")
+    b.add_argument("--max-total-tokens", type=int, metavar="N", help="input + output tokens")
+    b.add_argument("--max-seconds", type=float, metavar="S", help="wall time of the agent loop")
+    b.add_argument("--max-cost", type=float, metavar="USD", help="cost; needs --price (or model.prices)")
+    b.add_argument("--price", type=float, nargs=2, metavar=("IN", "OUT"),
+                   help="USD per million input and output tokens of this model, e.g. --price 3 15")
     p.set_defaults(func=_run)
+
+
+def apply_budgets(config: Config, args: argparse.Namespace) -> Config:
+    loop, model = config.loop, config.model
+    for option, field_name in (("max_total_tokens", "max_total_tokens"), ("max_seconds", "max_wall_seconds"),
+                               ("max_cost", "max_cost_usd")):
+        value = getattr(args, option)
+        if value is not None:
+            if value <= 0:
+                from harness.errors import ConfigError
+                raise ConfigError(f"--{option.replace('_', '-')} must be positive, got {value}; "
+                                  f"e.g. --{option.replace('_', '-')} 100000")
+            loop = dataclasses.replace(loop, **{field_name: value})
+    if args.price:
+        model = dataclasses.replace(model, prices={**model.prices, model.spec: list(args.price)})
+    return config.replace(loop=loop, model=model)
 
 
 def add_session_options(p: argparse.ArgumentParser) -> None:
@@ -83,6 +106,8 @@ def find_task(path: Path) -> Task:
 def _run(args: argparse.Namespace) -> int:
     config, secrets = load()
     config = apply_options(config, args)
+    config = apply_budgets(config.replace(model=dataclasses.replace(
+        config.model, spec=resolve_auto(config.model.spec, config, secrets))), args)
     task = find_task(args.task)
     out = args.out or args.resume or default_out(task)
     resume = None

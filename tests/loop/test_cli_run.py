@@ -75,3 +75,18 @@ def test_demo_without_a_key_replays_the_recorded_repair_and_shows_tests_passing(
     assert "-> edit" in out and "3 failed, 1 passed" in out
     assert "+    return ranked[:n]" in out
     assert "4 passed" in out and "wordcount: tests pass" in out
+
+
+def test_cost_budget_with_a_price_stops_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    turn = {"content": [{"type": "tool_use", "name": "bash", "input": {"command": "true"}}],
+            "usage": {"input_tokens": 1_000_000, "output_tokens": 0}}
+    script = tmp_path / "costly.json"
+    script.write_text(json.dumps({"turns": [turn] * 5}))
+    code = main(["run", TASK, "--model", f"scripted:{script}", "--out", str(tmp_path / "out"), "--json",
+                 "--price", "3", "15", "--max-cost", "5"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert (result["stop_reason"], result["turns"], result["cost_usd"]) == ("budget", 2, 6.0)
+    assert "cost budget spent: $6.0000 >= loop.max_cost_usd $5.0" in result["final_text"]
+    assert main(["run", TASK, "--model", f"scripted:{script}", "--max-cost", "5"]) == 2
+    assert "loop.max_cost_usd is set (5.0) but model.prices has no price" in capsys.readouterr().err

@@ -160,3 +160,12 @@ def test_cost_is_computed_from_the_price_table(catalog, ctx) -> None:
     result = AgentLoop(ScriptedModel(priced), catalog, ctx, cfg).run(START)
     assert result.cost_usd == 4 * (3.0 + 1.5)
     assert run_loop(ScriptedModel(SHOPPING), catalog, ctx, START, config()).cost_usd is None
+
+
+def test_time_budget_stops_before_the_next_call(catalog, ctx) -> None:
+    model = ScriptedModel(SHOPPING)
+    result = run_loop(model, catalog, ctx, START, config(max_wall_seconds=1e-9))
+    assert result.stop_reason == "budget" and "time budget spent" in result.final_text
+    assert (result.turns, model.calls) == (0, 0)
+    generous = run_loop(ScriptedModel(SHOPPING), catalog, ctx, START, config(max_wall_seconds=600))
+    assert generous.stop_reason == "end"                                  # positive control
