@@ -58,7 +58,7 @@ class ConsolePrompt:
                 self._say(f"\nrequest #{answer.id} was {answer.status} by {answer.decided_by}\n")
                 return answer
             if answer is None:
-                self._say("\nno answer in time\n")
+                self._say("\nno answer (time is up, or the input was closed): the request expires\n")
                 return queue.expire(request.id, time.time() - request.created_at)
             if answer.lower() in APPROVE_WORDS:
                 return self._decide(queue, request, True, "")

@@ -83,7 +83,12 @@ class Request:
         return "executing (outcome unknown, not retried)" if self.outcome_unknown else self.status
 
     def to_dict(self) -> dict[str, Any]:
+        """For display (`--json`): secret header values masked as in the preview."""
+        from harness.approval.preview import is_secret_header, mask
         data = asdict(self)
+        headers = data["args"].get("headers")
+        if isinstance(headers, dict):
+            data["args"]["headers"] = {k: mask(str(v)) if is_secret_header(k) else v for k, v in headers.items()}
         data["outcome_unknown"] = self.outcome_unknown
         return data
 

@@ -194,3 +194,12 @@ def test_the_environment_sets_policy_index_and_remotes_and_refuses_passwords_in_
         load({"HARNESS_GIT_REMOTES": "origin=https://me:tok3n@example.org/repo.git"})
     with pytest.raises(ConfigError, match=r"\['nope'\] are not name=URL"):
         load({"HARNESS_GIT_REMOTES": "nope"})
+
+
+def test_show_json_masks_secret_headers_but_the_stored_request_keeps_them(tmp_path: Path) -> None:
+    tools, ctx, gate = _setup(tmp_path, "deny")
+    with pytest.raises(ApprovalDenied):
+        tools["http_request"].function(ctx, url="https://example.org/", headers={"X-Api-Key": "k-123"}, key="j")
+    shown = json.loads(harness_cli("show", "1", "--json", state_dir=tmp_path).stdout)
+    assert shown["args"]["headers"] == {"X-Api-Key": "****** (masked, 5 chars)"}
+    assert gate.queue.get(1).args["headers"] == {"X-Api-Key": "k-123"}        # what would run is intact
