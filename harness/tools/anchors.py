@@ -56,6 +56,10 @@ def replace_once(text: str, old: str, new: str, shown_path: str) -> Replacement:
 
 def _not_found_message(text: str, old: str, shown_path: str) -> str:
     head = f"`old` does not occur in {shown_path}; nothing was changed."
+    lines = [x for x in old.split("\n") if x.strip()]
+    if lines and all(re.match(r"\s*\d+  ", x) for x in lines):
+        return (f"{head} Its lines start with line numbers, as `view` shows them (e.g. {lines[0][:40]!r}); "
+                "the numbers are not part of the file: leave them out of `old` and `new`.")
     hint = near_miss(text, old)
     if hint is None:
         return (f"{head} Nothing similar was found either. View the file and copy the lines to "

@@ -60,3 +60,9 @@ def test_missing_anchor_with_nothing_similar_says_so() -> None:
 def test_crlf_file_accepts_lf_anchor() -> None:
     rep = replace_once("a = 1\r\nb = 2\r\n", "a = 1\nb = 2", "a = 1\nb = 3", "crlf.py")
     assert rep.text == "a = 1\r\nb = 3\r\n"
+
+
+def test_anchor_copied_with_view_line_numbers_gets_told_to_drop_them() -> None:
+    with pytest.raises(EditError) as info:
+        replace_once(TAXES, "51  def tax_10(amount):\n52      if amount <= 0:", "x", "taxes.py")
+    assert "Its lines start with line numbers, as `view` shows them" in str(info.value)
