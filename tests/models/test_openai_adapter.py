@@ -112,3 +112,18 @@ def test_unreachable_server_is_retried_as_a_connection_error() -> None:
         port = s.getsockname()[1]
     with pytest.raises(ModelError, match=r"APIConnectionError\) after 3 attempt"):
         _model(f"http://127.0.0.1:{port}").respond(CONVERSATION[:2], TOOLS)
+
+
+def test_react_over_a_compatible_server_sends_text_only_and_parses_the_action(provider) -> None:
+    from harness.models.react import ReActModel
+    provider.reply(200, _reply({"content": 'Thought: list files\nAction: bash\nAction Input: {"command": "ls"}\n'
+                                           "Observation: setup.py"}))
+    response = ReActModel(_model(provider.url)).respond(CONVERSATION, TOOLS)
+    body = provider.requests[0].body
+    assert "tools" not in body and all("tool_calls" not in m and m["role"] != "tool" for m in body["messages"])
+    assert "Action Input: one JSON object" in body["messages"][0]["content"]
+    assert body["messages"][2]["content"] == ('Looking.\nAction: bash\nAction Input: {"command": "ls"}\n'
+                                              'Action: bash\nAction Input: {"command": "cat x"}')
+    assert body["messages"][3]["content"] == "Observation:\nsetup.py\n\nObservation (error):\nno such file"
+    assert response.message.tool_uses == [ToolUse("react-4", "bash", {"command": "ls"})]
+    assert response.message.text == "Thought: list files"
