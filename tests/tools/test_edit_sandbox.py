@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from tests.tools.conftest import Agent
+from tests.tools.helpers import Agent
 
 MODULE = "def total(items):\n    return sum(items)\n\n\ndef mean(items):\n    return total(items) / len(items)\n"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.tools.conftest import Agent
+from tests.tools.helpers import Agent
 
 A = "def a():\n    return 1\n\n\ndef a2():\n    return 11\n"
 B = "def b():\n    return 2\n"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.tools.conftest import Agent
+from tests.tools.helpers import Agent
 
 LONG = "".join(f"line {i}\n" for i in range(1, 301))
 
