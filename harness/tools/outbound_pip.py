@@ -8,6 +8,7 @@ there with `pip install --no-index --find-links` (the sandbox itself never has n
 from __future__ import annotations
 
 import hashlib
+import re
 import shlex
 import subprocess
 import sys
@@ -28,6 +29,10 @@ if TYPE_CHECKING:
 WHEELHOUSE = "/tmp/harness/wheelhouse"
 DEFAULT_INDEX = "https://pypi.org/simple"
 EXAMPLE = {"requirement": "attrs==23.2.0", "key": "attrs-23.2"}
+MAX_PLATFORMS = 60
+TARGET_PROBE = ("import sys\nfrom pip._vendor.packaging import tags\nseen = []\n"
+                "for t in tags.sys_tags():\n    seen += [t.platform] if t.platform not in seen else []\n"
+                "print('%d.%d' % sys.version_info[:2], *seen)")
 
 
 def _prepare_with(config: "Config") -> Any:
@@ -42,21 +47,35 @@ def _prepare_with(config: "Config") -> Any:
             raise ToolArgumentsError(f"pip_download: requirement {safe_ident(text)!r} has a URL or marker; only "
                                      f"index packages are allowed, e.g. {EXAMPLE}")
         index = config.approval.pip_index_url or DEFAULT_INDEX
-        resolved = {"requirement": str(req), "index_url": index, "python_version": config.sandbox.python}
+        version, platforms = _sandbox_target(ctx, config.sandbox.python)
+        resolved = {"requirement": str(req), "index_url": index, "python_version": version,
+                    "platforms": platforms}
         preview = field_lines([
             ("package", safe_ident(req.name)), ("version", safe_ident(str(req.specifier) or "(latest)")),
             ("extras", safe_ident(",".join(sorted(req.extras)) or "(none)")), ("index", safe_ident(index)),
-            ("python", resolved["python_version"]),
+            ("python", f"{version}" + (f" on {platforms[0]} (+{len(platforms) - 1} compatible platform tags)"
+                                       if platforms else " (platform: the host's)")),
             ("what runs", "host: pip download --only-binary=:all: (wheels only, with dependencies)"),
             ("then", f"sandbox: pip install --no-index --find-links {WHEELHOUSE} (offline)")])
         return Prepared(args=resolved, preview="\n".join(preview))
     return prepare
 
 
+def _sandbox_target(ctx: ToolContext, default_version: str) -> tuple[str, list[str]]:
+    """The sandbox's Python version and platform tags (best first), so the host fetches wheels that
+    install there; the configured version and the host's platform when the sandbox cannot say."""
+    found = ctx.sandbox.exec(f"python -c {shlex.quote(TARGET_PROBE)}", timeout=60, save_output=False)
+    words = found.stdout.text.split() if found.ok else []
+    if not words or not re.fullmatch(r"\d+\.\d+", words[0]):
+        return default_version, []
+    return words[0], words[1:1 + MAX_PLATFORMS]
+
+
 def _download(args: dict[str, Any], dest: Path) -> list[Path]:
     cmd = [sys.executable, "-m", "pip", "download", "--dest", str(dest), "--only-binary=:all:",
            "--python-version", args["python_version"], "--index-url", args["index_url"],
            "--no-input", "--disable-pip-version-check", "--no-cache-dir", args["requirement"]]
+    cmd[4:4] = [flag for platform in args.get("platforms", []) for flag in ("--platform", platform)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-15:])

@@ -6,6 +6,7 @@ import base64
 import dataclasses
 import hashlib
 import io
+import re
 import subprocess
 import threading
 import zipfile
@@ -78,6 +79,7 @@ def test_pip_download_runs_on_the_host_once_and_installs_offline_in_the_sandbox(
         assert "already ran once" in again and index.count(file_path) == 1
         preview = gate.queue.get(1).preview
         assert "package    probe-pkg" in preview and f"index      {index.url('/simple')}" in preview
+        assert re.search(r"python +3\.11 on manylinux\S+ \(\+\d+ compatible platform tags\)", preview), preview
 
 
 def _git(*args: str, cwd: Path | None = None) -> str:
