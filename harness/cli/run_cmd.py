@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -150,7 +151,8 @@ def _may_prompt(config: Config) -> bool:
 
 class LiveProgress:
     """Turn, last tool and elapsed time on a terminal (rich): a line per tool call, and a spinner with
-    the current state unless an approval prompt may need the terminal. Phase lines only otherwise."""
+    the current state (its clock ticks while the model thinks) unless an approval prompt may need the
+    terminal. Phase lines only when stderr is not a terminal."""
 
     def __init__(self, task: Task, model: str, spinner: bool = True) -> None:
         from rich.console import Console
@@ -159,11 +161,17 @@ class LiveProgress:
         self.spinner = spinner and self.live
         self.title = f"{task.id} · {model}"
         self.status: Any = None
-        self.turn, self.tool, self.elapsed, self.tokens = 0, "", 0.0, 0
+        self.turn, self.tool, self.tokens = 0, "", 0
+        self.started = time.monotonic()
+
+    def __rich__(self) -> str:
+        return (f"{self.title} · turn {self.turn} · last tool {self.tool or '-'} · "
+                f"{time.monotonic() - self.started:.0f}s · {self.tokens} tokens")
 
     def __enter__(self) -> Callable[["StepEvent | str"], None]:
+        self.started = time.monotonic()
         if self.spinner:
-            self.status = self.console.status(self.title)
+            self.status = self.console.status(self)
             self.status.start()
         return self.report
 
@@ -175,15 +183,12 @@ class LiveProgress:
         if isinstance(event, str):
             self.console.print(f"[dim]{self.title}:[/dim] {event}", highlight=False)
             return
-        self.turn, self.elapsed = event.turn, event.elapsed
+        self.turn = event.turn
         self.tokens += event.usage.input_tokens + event.usage.output_tokens
         if event.kind == "tool":
             self.tool = f"{event.tool}{' (error)' if event.is_error else ''}"
             if self.live:
                 self.console.print(f"  turn {event.turn:>3}  {self.tool:<24} {event.elapsed:7.1f}s", highlight=False)
-        if self.status is not None:
-            self.status.update(f"{self.title} · turn {self.turn} · last tool {self.tool or '-'} · "
-                               f"{self.elapsed:.0f}s · {self.tokens} tokens")
 
 
 def print_summary(task: Task, o: SessionOutcome) -> None:
