@@ -33,6 +33,8 @@ class TaskDefect(Exception):
 
 @dataclass(frozen=True)
 class TestRun:
+    __test__ = False      # not a pytest test class
+
     exit_code: int
     duration: float
     timed_out: bool

@@ -24,13 +24,15 @@ from typing import Any, Callable, Mapping
 
 from harness.config import Config, Secrets
 from harness.evaluation.instances import Prediction
-from harness.evaluation.report import InstanceRecord, instance_dir, write_done
+from harness.evaluation.report import InstanceRecord, instance_dir, write_done, write_outputs
 from harness.evaluation.tasks import Task
-from harness.evaluation.ray_backend import Outcome, TaskResources, import_ray, run_on_ray
+from harness.evaluation.ray_backend import Outcome, connect, import_ray, run_on_ray
+from harness.evaluation.ray_resources import TaskResources
 from sandbox.copy import pack_directory, safe_extract
 
 MAX_BYTES = 2 * 1024 ** 3       # an instance folder or a task's files shipped between nodes
 MAX_FILES = 200_000
+MAX_RETRIES = 2                 # reruns of an instance whose node or worker was lost
 
 
 class TaskFiles:
@@ -89,19 +91,35 @@ class RemoteInstance:
         return dataclasses.replace(task, repo_dir=where)
 
 
+def evaluate_batch(pending: list[Task], ids: list[str], records: dict[str, InstanceRecord], stages: Any,
+                   out: Path, model_name: str, events: Any) -> dict[str, Any]:
+    """The runner's loop on Ray: each finished instance is recorded and the outputs rewritten, as the
+    local backend does; returns the report."""
+    def finish(record: InstanceRecord) -> None:
+        records[record.instance_id] = record
+        write_outputs(out, ids, records, model_name)
+        events.finished(record)
+
+    try:
+        evaluate_on_ray(pending, stages, out, model_name, finish, address=stages.options.ray_address)
+    except KeyboardInterrupt:
+        write_outputs(out, ids, records, model_name)
+        events.message(f"stopped: the run's Ray tasks were cancelled and their containers removed; finished "
+                       f"instances are kept in {out}, rerun with --resume to continue")
+        raise
+    return write_outputs(out, ids, records, model_name)
+
+
 def evaluate_on_ray(tasks: list[Task], stages: Any, out: Path, model_name: str,
                     on_record: Callable[[InstanceRecord], None], *, address: str | None,
-                    max_retries: int = 2, ship: bool | None = None) -> None:
+                    max_retries: int = MAX_RETRIES, ship: bool | None = None) -> None:
     """Evaluate `tasks` as Ray tasks; `on_record` gets each record once its folder is in `out`.
 
     `stages` is the runner's `Stages` (its config, secrets, options, labels and predictions are sent).
     """
     from harness.evaluation.runner import RUN_LABEL
     ray = import_ray()
-    connected = False
-    if not ray.is_initialized():
-        from harness.evaluation.ray_backend import connect
-        connected = connect(ray, address)
+    connected = connect(ray, address)
     try:
         files = _task_files(ray, tasks)
         job = RemoteInstance(stages.config, stages.secrets, stages.options, dict(stages.labels), model_name,

@@ -41,6 +41,7 @@ class InstanceRecord:
     stop_reason: str | None = None
     flaky: bool = False
     tests_resolved: bool | None = None   # the verdict of the tests, also for empty patches
+    infra_retries: int = 0            # executions lost to the infrastructure and rerun (Ray backend)
 
     @property
     def resolved(self) -> bool:
@@ -113,7 +114,7 @@ def build_report(ids: list[str], records: dict[str, InstanceRecord], model: str)
 def _summary(r: InstanceRecord) -> dict[str, Any]:
     return {"status": r.status, "duration": round(r.duration, 3), "durations": r.durations, "turns": r.turns,
             "tokens": r.tokens, "cost_usd": r.cost_usd, "stop_reason": r.stop_reason, "flaky": r.flaky,
-            "error": r.error}
+            "error": r.error, "infra_retries": r.infra_retries}
 
 
 def _totals(done: list[InstanceRecord]) -> dict[str, Any]:

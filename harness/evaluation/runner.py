@@ -43,6 +43,8 @@ class EvalOptions:
     grade_runs: int = 1
     test_timeout: float = 900.0
     labels: Mapping[str, str] = field(default_factory=dict)   # added to every container
+    backend: str = "local"                 # local: a thread pool here; ray: Ray tasks (harness.evaluation.ray_eval)
+    ray_address: str | None = None         # the Ray cluster to join; None: a one-machine Ray for this run
 
 
 class Cancelled(Exception):
@@ -64,6 +66,9 @@ def run_evaluation(tasks: list[Task], options: EvalOptions, config: Config, secr
     stages = Stages(config, secrets, options, {RUN_LABEL: run_id, **options.labels}, cancel, events, predictions)
     pending = [t for t in tasks if t.id not in records]
     events.begin(len(ids), {i: r for i, r in records.items()}, len(pending))
+    if options.backend == "ray":
+        from harness.evaluation.ray_eval import evaluate_batch
+        return evaluate_batch(pending, ids, records, stages, out, model_name, events)
     pool = ThreadPoolExecutor(max_workers=max(1, options.workers), thread_name_prefix="eval")
     try:
         futures = {pool.submit(_instance, t, stages, out, model_name, cancel): t.id for t in pending}

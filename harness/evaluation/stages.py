@@ -48,14 +48,16 @@ class Stages:
         self._check()
         t0 = time.monotonic()
 
-        def say(text: str) -> None:
+        def say(text: str) -> None:   # called only while something is being built
             self.events.stage(task.id, text)
+            if not text.startswith("Step "):
+                self.events.message(f"{task.id}: {text}")
 
         if self.config.sandbox.image != "auto":
             base = self.config.sandbox.image
         else:
             from sandbox.images import ensure_image
-            say(f"sandbox image for Python {task.python}")
+            self.events.stage(task.id, f"sandbox image for Python {task.python}")
             base = ensure_image(python=task.python, base=self.config.sandbox.base, progress=say)
         image = ensure_env_image(task, base, progress=say)
         record.durations["environment"] = round(time.monotonic() - t0, 3)

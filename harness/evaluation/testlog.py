@@ -67,6 +67,8 @@ def _parse_line(line: str) -> tuple[str, str] | None:
 class TestsVerdict:
     """Which of the required tests succeeded, in SWE-bench's `tests_status` shape."""
 
+    __test__ = False      # not a pytest test class
+
     fail_to_pass_success: tuple[str, ...]
     fail_to_pass_failure: tuple[str, ...]
     pass_to_pass_success: tuple[str, ...]
