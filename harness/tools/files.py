@@ -14,6 +14,8 @@ from harness.tools.paths import WRITE_ROOTS, check_resolved, confine, display, r
 from harness.tools.render import numbered
 from harness.tools.state import edit_state, file_lock
 
+MAX_VIEW_BYTES = 8 * 1024 * 1024
+
 VIEW_DESCRIPTION = """\
 Show {n} numbered lines of a file around `line` (default 1), with how many lines are above and \
 below and the call that shows the next part. A directory path lists its entries. Viewing a file \
@@ -44,7 +46,7 @@ def view_tool(config: ToolsConfig) -> Tool:
 def _view(ctx: ToolContext, config: ToolsConfig, path: str, line: int) -> str:
     absolute = confine(path)
     try:
-        data = ctx.sandbox.read_file(absolute)
+        data = ctx.sandbox.read_file(absolute, max_bytes=MAX_VIEW_BYTES)
     except FileNotFoundError:
         raise ToolError(f"{path!r} does not exist (looked for {absolute}); list the project with "
                         "view(path=\".\") or find files with search") from None
@@ -54,18 +56,24 @@ def _view(ctx: ToolContext, config: ToolsConfig, path: str, line: int) -> str:
     shown = display(real)
     if b"\x00" in data.data[:8192]:
         return f"{shown} is a binary file ({data.size:,} bytes); not shown"
+    whole = len(data.data) == data.size
     if any(real == root or real.startswith(root + "/") for root in WRITE_ROOTS):
         state = edit_state(ctx)
         known = state.fingerprints.get(real)
-        state.record(real, data.sha256, _utf8(data.data))
+        state.record(real, data.sha256, _utf8(data.data) if whole else None)
         if known != data.sha256:
             state.save(ctx.sandbox)
     lines = data.data.decode("utf-8", errors="replace").split("\n")
-    if lines[-1] == "":
+    if lines[-1] == "" or not whole:
         lines.pop()
     if not lines:
         return f"{shown} is empty (0 lines)"
-    return _window(shown, lines, line, config.view_lines)
+    window = _window(shown, lines, line, config.view_lines)
+    if whole:
+        return window
+    return (f"[{shown} has {data.size:,} bytes; only its first {len(data.data):,} bytes ({len(lines):,} "
+            f"lines) can be viewed: use bash, e.g. `tail -n 100 {shown}` or `sed -n '20000,20100p' {shown}`, "
+            f"for the rest]\n{window}")
 
 
 def _utf8(data: bytes) -> str | None:

@@ -83,3 +83,12 @@ def test_find_code_ranks_functions_and_follows_changes(agent: Agent) -> None:
     assert "widgets.py" not in out
     assert out.split("\n")[1].startswith(f"1. {agent.folder}/gadgets.py:1-2  function frobnicate_gadgets")
     assert "re-indexed files: 1 new, 1 removed" in out
+
+
+def test_view_of_a_file_too_big_to_hold_shows_its_start_and_how_to_read_the_rest(agent: Agent) -> None:
+    path = f"{agent.folder}/huge.log"
+    agent.ok("bash", command=f"mkdir -p {agent.folder} && seq 1 1500000 > {path}")
+    out = agent.ok("view", path=path, line=1)
+    assert out.startswith(f"[{path} has 10,888,896 bytes; only its first 8,388,608 bytes")
+    assert f"`tail -n 100 {path}`" in out
+    assert "\n1  1\n2  2\n" in out
