@@ -91,4 +91,4 @@ def test_view_of_a_file_too_big_to_hold_shows_its_start_and_how_to_read_the_rest
     out = agent.ok("view", path=path, line=1)
     assert out.startswith(f"[{path} has 10,888,896 bytes; only its first 8,388,608 bytes")
     assert f"`tail -n 100 {path}`" in out
-    assert "\n1  1\n2  2\n" in out
+    assert "\n  1  1\n  2  2\n" in out
