@@ -21,8 +21,9 @@ from harness.errors import TaskError
 
 
 def cache_dir() -> Path:
+    """Where wheelhouses and extracted sources are kept (the user's cache folder for harness)."""
     from platformdirs import user_cache_dir
-    return Path(os.environ.get("HARNESS_CACHE_DIR") or user_cache_dir("harness"))
+    return Path(user_cache_dir("harness"))
 
 
 def task_repo_dir(task_path: Path) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -50,11 +51,12 @@ def test_test_lists_as_json_encoded_strings_and_a_git_clone_source(tmp_path):
     subprocess.run(["git", "init", "-q", str(clone)], check=True)
     subprocess.run(["cp", "-r", f"{TASKS}/wordcount/repo/.", str(clone)], check=True)
     git = ["git", "-C", str(clone), "-c", "user.name=t", "-c", "user.email=t@t"]
+    fixed = {**os.environ, "GIT_AUTHOR_DATE": "2001-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2001-01-01T00:00:00Z"}
     subprocess.run(git + ["add", "-A"], check=True)
-    subprocess.run(git + ["commit", "-qm", "base"], check=True)
+    subprocess.run(git + ["commit", "-qm", "base"], check=True, env=fixed)
     base = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     (clone / "wordcount" / "core.py").write_text("# a later commit\n")
-    subprocess.run(git + ["commit", "-qam", "later"], check=True)
+    subprocess.run(git + ["commit", "-qam", "later"], check=True, env=fixed)
     row = {"instance_id": "acme__wordcount-1", "repo": "acme/wordcount", "base_commit": base,
            "problem_statement": "top_words returns one word too few",
            "FAIL_TO_PASS": json.dumps(["tests/test_core.py::test_top_words_returns_n_items"]),

@@ -55,8 +55,7 @@ def test_load_task_refuses_an_invalid_directory_naming_the_problem(tmp_path):
     assert load_task(TASKS / "wordcount").fail_to_pass[0] == "tests/test_core.py::test_top_words_returns_n_items"
 
 
-def test_repo_tarball_with_a_top_folder_is_used_as_the_project(tmp_path, monkeypatch):
-    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+def test_repo_tarball_with_a_top_folder_is_used_as_the_project(tmp_path):
     task = _copy_task(tmp_path)
     with tarfile.open(task / "repo.tar.gz", "w:gz") as tar:
         tar.add(task / "repo", arcname="wordcount-1.0")
