@@ -60,8 +60,9 @@ class Catalog:
         except ToolError as exc:
             return ToolResult(call.id, str(exc), is_error=True)
         except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as exc:
-            return ToolResult(call.id, f"{call.name}: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "),
-                              is_error=True)
+            return ToolResult(call.id, f"{call.name} could not access {exc.filename or 'a file'}: "
+                                       f"{exc.strerror or exc} (tools act as the sandbox's unprivileged user); "
+                                       "check the path with bash, e.g. `ls -l <path>`", is_error=True)
         return ToolResult(call.id, text or EMPTY_OUTPUT)
 
     def _run(self, call: ToolUse, ctx: ToolContext) -> str:

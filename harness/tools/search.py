@@ -62,7 +62,7 @@ def _search(ctx: ToolContext, pattern: str, path: str, cap: int) -> str:
     real = resolve_in_sandbox(ctx.sandbox, path)
     rel = "." if real == WORKDIR else shlex.quote(display(real) if real.startswith(WORKDIR + "/") else real)
     script = (f"cd {WORKDIR} || exit 9\nout=$(mktemp); err=$(mktemp)\n"
-              f"grep -rnIZ -P --exclude-dir=.git --exclude-dir=__pycache__ -e {shlex.quote(pattern)} -- {rel} "
+              f"grep -rnHIZ -P --exclude-dir=.git --exclude-dir=__pycache__ -e {shlex.quote(pattern)} -- {rel} "
               f">\"$out\" 2>\"$err\"; rc=$?\n"
               f"python3 -c {shlex.quote(SUMMARISE)} \"$out\" \"$err\" \"$rc\" {cap}\nrm -f \"$out\" \"$err\"")
     res = ctx.sandbox.exec(script, timeout=60, save_output=False)
