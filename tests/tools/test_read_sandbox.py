@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from tests.tools.helpers import Agent
 
 LONG = "".join(f"line {i}\n" for i in range(1, 301))
@@ -97,3 +99,13 @@ def test_view_of_a_file_too_big_to_hold_shows_its_start_and_how_to_read_the_rest
 def test_search_in_a_single_file_names_the_file(agent: Agent) -> None:
     path = agent.put("one.py", "alpha = 1\nbeta = 2\n")
     assert agent.ok("search", pattern="beta", path=path) == f"1 match in 1 file for 'beta' in '{path}':\n{path}:2: beta = 2"
+
+
+def test_truncated_shell_output_can_be_paged_with_view_and_search(agent: Agent) -> None:
+    out = agent.ok("bash", command="seq 1 20000")
+    match = re.search(r'view\(path="(/tmp/harness/output/[^"]+)", line=(\d+)\)', out)
+    assert match, out
+    saved, line = match.group(1), int(match.group(2))
+    page = agent.ok("view", path=saved, line=line)
+    assert f"{line}  {line}" in page and "of 20000" in page.split("\n")[0]
+    assert agent.ok("search", pattern="^19999$", path=saved).endswith(":19999: 19999")
