@@ -50,14 +50,16 @@ def recount(text: str) -> str:
     i = 0
     while i < len(lines):
         m = HUNK_RE.match(lines[i])
-        if not m:
+        if not m and not lines[i].startswith("@@"):
             out.append(lines[i])
             i += 1
             continue
         body, i = _hunk_body(lines, i + 1)
         n_old = sum(1 for x in body if x[:1] in (" ", "-"))
         n_new = sum(1 for x in body if x[:1] in (" ", "+"))
-        out.append(f"@@ -{m.group(1)},{n_old} +{m.group(3)},{n_new} @@{m.group(5)}")
+        # A bare "@@" (no line numbers) gets start 0: placed by its context alone, if unique.
+        old_start, new_start, rest = (m.group(1), m.group(3), m.group(5)) if m else ("0", "0", "")
+        out.append(f"@@ -{old_start},{n_old} +{new_start},{n_new} @@{rest}")
         out.extend(body)
     return "\n".join(out) + "\n"
 
@@ -127,7 +129,10 @@ def apply(text: str, hunks: list[Hunk], shown: str) -> tuple[str, list[tuple[int
     cursor, shift = 0, 0
     for n, hunk in enumerate(hunks, 1):
         expected = max(0, hunk.source_start - 1 + shift) if hunk.old else max(0, hunk.source_start + shift)
-        pos = _locate(lines, hunk.old, expected, cursor)
+        if hunk.source_start == 0 and hunk.old:
+            pos = _unique(lines, hunk, cursor, shown, n)
+        else:
+            pos = _locate(lines, hunk.old, expected, cursor)
         if pos is None:
             raise EditError(_mismatch(shown, n, hunk, lines, expected))
         at_end = pos + len(hunk.old) == len(lines)
@@ -150,6 +155,18 @@ def _locate(lines: list[str], old: list[str], expected: int, cursor: int) -> int
             if cursor <= pos <= len(lines) - height and lines[pos:pos + height] == old:
                 return pos
     return None
+
+
+def _unique(lines: list[str], hunk: Hunk, cursor: int, shown: str, n: int) -> int | None:
+    """Where a hunk without line numbers goes: the one place its context matches, or an error."""
+    height = len(hunk.old)
+    found = [p for p in range(cursor, len(lines) - height + 1) if lines[p:p + height] == hunk.old]
+    if len(found) > 1:
+        listed = ", ".join(str(p + 1) for p in found[:10])
+        raise EditError(f"hunk {n} of {shown} has no line numbers (a bare @@) and its context and removed "
+                        f"lines occur {len(found)} times, at lines {listed}; add the line numbers "
+                        "(@@ -L,N +L,M @@) or more context lines so it fits one place")
+    return found[0] if found else None
 
 
 def _mismatch(shown: str, n: int, hunk: Hunk, lines: list[str], expected: int) -> str:

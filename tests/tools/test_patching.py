@@ -74,3 +74,18 @@ def test_text_without_file_headers_is_refused_with_an_example() -> None:
         patching.parse("just some words\n")
     assert "the patch has no file headers" in str(info.value)
     assert "--- a/pkg/core.py\n+++ b/pkg/core.py\n@@ -17,3 +17,3 @@" in str(info.value)
+
+
+def test_hunk_without_line_numbers_is_placed_by_its_unique_context() -> None:
+    patch = "--- a/x.txt\n+++ b/x.txt\n@@\n line 11\n-line 12\n+LINE TWELVE\n line 13\n"
+    (fp,) = patching.parse(patch)
+    text, spans = patching.apply(SOURCE, fp.hunks, "x.txt")
+    assert "line 11\nLINE TWELVE\nline 13\n" in text and spans == [(11, 13)]
+
+
+def test_hunk_without_line_numbers_and_ambiguous_context_is_refused() -> None:
+    patch = "--- a/f\n+++ b/f\n@@ def g @@\n x = 1\n-y = 2\n+y = 3\n"
+    (fp,) = patching.parse(patch)
+    with pytest.raises(EditError) as info:
+        patching.apply("x = 1\ny = 2\nx = 1\ny = 2\n", fp.hunks, "f")
+    assert "has no line numbers (a bare @@) and its context and removed lines occur 2 times, at lines 1, 3" in str(info.value)
