@@ -189,6 +189,10 @@ class LiveProgress:
             self.tool = f"{event.tool}{' (error)' if event.is_error else ''}"
             if self.live:
                 self.console.print(f"  turn {event.turn:>3}  {self.tool:<24} {event.elapsed:7.1f}s", highlight=False)
+        elif self.live and not self.spinner:   # no status line: say when the model has answered
+            used = event.usage.input_tokens + event.usage.output_tokens
+            self.console.print(f"  turn {event.turn:>3}  {'(model answered)':<24} {event.elapsed:7.1f}s"
+                               f"{f'  {used} tokens' if used else ''}", style="dim", highlight=False)
 
 
 def print_summary(task: Task, o: SessionOutcome) -> None:
