@@ -96,3 +96,16 @@ def test_run_cut_by_the_cap_resumes_from_its_trajectory_in_a_new_sandbox(task: T
     assert resumed.patch == first.patch
     whole = load_trajectory(tmp_path / "b" / "trajectory.jsonl")
     assert len(whole) == 11 and whole[:8] == load_trajectory(tmp_path / "a" / "trajectory.jsonl")
+
+
+def test_outbound_tools_are_in_the_session_and_denied_without_a_human(task: Task, sandbox_image: str,
+                                                                       tmp_path: Path) -> None:
+    cfg = _config(sandbox_image)
+    cfg = cfg.replace(approval=dataclasses.replace(cfg.approval, mode="deny", state_dir=tmp_path / "state"))
+    model = ScriptedModel([[{"type": "tool_use", "name": "http_request", "input": {"url": "https://example.com/"}}],
+                           [{"type": "text", "text": "No network then."}]])
+    outcome = run_session(task, model, cfg, tmp_path / "out", labels=TEST_LABELS)
+    assert "http_request" in [t["name"] for t in outcome.attempt_results[0].tool_specs]
+    result = load_trajectory(tmp_path / "out" / "trajectory.jsonl")[3].tool_results[0]
+    assert result.is_error and "(http_request) was denied" in result.content
+    assert outcome.stop_reason == "end"
