@@ -95,14 +95,20 @@ def state_folder(session: str) -> str:
 def edit_state(ctx: ToolContext) -> EditState:
     """This session's edit state: from the services, else loaded from the sandbox, else new."""
     state = ctx.services.get(SERVICE)
-    if state is None:
-        state = EditState(state_folder(ctx.session))
-        try:
-            state.fingerprints = dict(json.loads(ctx.sandbox.read_file(f"{state.folder}/fingerprints.json").data))
-            state.resumed = True
-        except FileNotFoundError:
-            pass
-        ctx.services[SERVICE] = state
+    if state is not None:
+        return state
+    with _LOCKS_GUARD:
+        return ctx.services.get(SERVICE) or _load(ctx)
+
+
+def _load(ctx: ToolContext) -> EditState:
+    state = EditState(state_folder(ctx.session))
+    try:
+        state.fingerprints = dict(json.loads(ctx.sandbox.read_file(f"{state.folder}/fingerprints.json").data))
+        state.resumed = True
+    except FileNotFoundError:
+        pass
+    ctx.services[SERVICE] = state
     return state
 
 
