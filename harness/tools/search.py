@@ -24,6 +24,7 @@ files under `path` (default: the whole project; .git and __pycache__ are skipped
 most, so you can narrow the pattern or the path. Use `find_code` instead to look for code by what \
 it does rather than by exact text."""
 
+# Runs with the sandbox's python3, whatever its version: keep it plain.
 SUMMARISE = r"""
 import collections, json, sys
 out, err, rc, cap = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
@@ -32,11 +33,12 @@ with open(out, "rb") as f:
     for raw in f:
         name, _, rest = raw.partition(b"\0")
         num, _, text = rest.partition(b":")
-        name = name.decode("utf-8", "replace").removeprefix("./")
+        name = name.decode("utf-8", "replace")
+        name = name[2:] if name.startswith("./") else name
         counts[name] += 1
         total += 1
         if len(first) < cap:
-            first.append([name, int(num or 0), text.rstrip(b"\r\n").decode("utf-8", "replace")[:200]])
+            first.append([name, int(num) if num.isdigit() else 0, text.rstrip(b"\r\n").decode("utf-8", "replace")[:200]])
 with open(err, errors="replace") as f:
     errors = f.read()[-1500:]
 print(json.dumps({"rc": rc, "total": total, "nfiles": len(counts), "top": counts.most_common(8),
