@@ -47,6 +47,9 @@ def test_two_sessions_on_one_file_the_stale_one_is_refused(agent: Agent) -> None
     other.ok("view", path=path)
     other.ok("edit", path=path, old="def mean(items):", new="def average(items):")
     assert "changed since you read it" in agent.error("edit", path=path, old="sum(items)", new="sum(items, 0)")
+    agent.ok("view", path=path)
+    agent.ok("edit", path=path, old="sum(items)", new="sum(items, 0)")
+    assert "def average(items)" in agent.content(path) and "sum(items, 0)" in agent.content(path)
 
 
 def test_repeated_key_reports_already_applied_and_changes_nothing(agent: Agent) -> None:
@@ -106,6 +109,7 @@ def test_anchor_errors_reach_the_model_as_observations(agent: Agent) -> None:
     missing = agent.error("edit", path=path, old="def mean(items) :", new="def mean(xs):")
     assert "`old` does not occur in" in missing and "line 5" in missing
     assert agent.content(path) == MODULE
+    agent.ok("edit", path=path, old="def mean(items):", new="def mean(items):  # arithmetic")
 
 
 def test_write_creates_a_file_and_replacing_it_needs_a_read(agent: Agent) -> None:
@@ -117,6 +121,9 @@ def test_write_creates_a_file_and_replacing_it_needs_a_read(agent: Agent) -> Non
     other = agent.put("other.py", "Y = 1\n")
     assert "has not been read in this session" in agent.error("write", path=other, content="Y = 2\n")
     assert agent.content(other) == "Y = 1\n"
+    agent.ok("view", path=other)
+    agent.ok("write", path=other, content="Y = 2\n")
+    assert agent.content(other) == "Y = 2\n"
 
 
 def test_concurrent_edits_in_one_session_are_serialised_by_the_file_lock(agent: Agent) -> None:

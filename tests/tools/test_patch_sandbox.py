@@ -34,6 +34,8 @@ def test_hunk_mismatch_in_one_file_leaves_every_file_unchanged(agent: Agent) -> 
     assert f"hunk 1 (@@ -1,2 +1,2 @@) of {pb} does not match the file anywhere" in message
     assert "expected near line 1:\n  def b():\n      return 999\nbut the file has there:\n1  def b():\n2      return 2" in message
     assert agent.content(pa) == A and agent.content(pb) == B
+    agent.ok("apply_patch", patch=patch.replace("return 999", "return 2"))
+    assert "return 100" in agent.content(pa) and "return 3" in agent.content(pb)
 
 
 def test_failed_write_midway_rolls_back_the_files_already_written(agent: Agent) -> None:
@@ -69,6 +71,8 @@ def test_patch_adding_a_lint_error_rolls_back_the_whole_patch(agent: Agent) -> N
     message = agent.error("apply_patch", patch=patch)
     assert "line 2: undefined name 'undefined_b'" in message
     assert agent.content(pa) == A and agent.content(pb) == B
+    agent.ok("apply_patch", patch=patch.replace("undefined_b", "b.__name__"))
+    assert "return b.__name__" in agent.content(pb)
 
 
 def test_patch_on_a_file_not_read_or_changed_since_is_refused(agent: Agent) -> None:
