@@ -1,4 +1,8 @@
-"""`harness tools`: print the tool catalog a session gets (`--json`: the exact definitions sent)."""
+"""`harness tools`: print the tool catalog a session gets (`--json`: the exact definitions sent).
+
+The catalog is the one `harness run` builds: the default tools plus the outbound tools (held for
+approval) that every session receives.
+"""
 
 from __future__ import annotations
 
@@ -20,8 +24,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 
 
 def _run(args: argparse.Namespace) -> int:
+    from harness.tools.outbound import outbound_tools
     cfg, _ = config_module.load()
-    catalog = default_catalog(cfg)
+    catalog = default_catalog(cfg, outbound_tools(cfg))
     if args.json:
         specs = [{**tool.spec(), "effect": tool.effect.value} for tool in catalog.tools.values()]
         print(json.dumps(specs, indent=2, ensure_ascii=False))
@@ -33,5 +38,7 @@ def _run(args: argparse.Namespace) -> int:
         for line in tool.description.split("\n"):
             print(textwrap.fill(line, 100, initial_indent="    ", subsequent_indent="    "))
         print()
-    print(f"{len(catalog.tools)} tools; `harness tools --json` prints their full definitions.")
+    outbound = sum(1 for t in catalog.tools.values() if t.effect.value == "outbound")
+    print(f"{len(catalog.tools)} tools ({outbound} outbound: each call waits for approval and runs once); "
+          "`harness tools --json` prints their full definitions.")
     return 0

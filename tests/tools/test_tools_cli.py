@@ -14,7 +14,9 @@ def test_tools_command_lists_every_tool_with_its_effect(capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     assert "edit(path, old, new, [key])  [sandbox]" in out
     assert "view(path, [line])  [read]" in out
-    assert out.rstrip().endswith("7 tools; `harness tools --json` prints their full definitions.")
+    assert "http_request(" in out and "[outbound]" in out
+    assert out.rstrip().endswith("outbound: each call waits for approval and runs once); "
+                                 "`harness tools --json` prints their full definitions.")
 
 
 def test_tools_json_prints_schemas_and_effects(capsys: pytest.CaptureFixture[str]) -> None:
