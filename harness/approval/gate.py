@@ -47,7 +47,9 @@ class ApprovalGate:
 
     def run(self, action: "OutboundAction", arguments: dict[str, Any], ctx: "ToolContext") -> str:
         call_args = {k: v for k, v in arguments.items() if k != "key"}
-        key = str(arguments.get("key") or ctx.tool_use_id or "")
+        # A model-given key names the action across sessions (so two sessions can race on it); the
+        # default, the tool_use id, is only unique within a session (scripted ids repeat across runs).
+        key = str(arguments.get("key") or (f"{ctx.session}/{ctx.tool_use_id}" if ctx.tool_use_id else ""))
         if not key:
             raise ToolError(f"{action.name}: no idempotency key: pass `key` (e.g. \"key\": \"fetch-docs-1\")")
         request = self.queue.find(action.name, key)
