@@ -142,3 +142,37 @@ def test_concurrent_edits_in_one_session_are_serialised_by_the_file_lock(agent: 
         t.join()
     assert results == [False] * 8
     assert agent.content(path) == "".join(f"V{i} = {i * 10}\n" for i in range(8))
+
+
+def test_two_sessions_racing_on_one_file_exactly_one_edit_lands(agent: Agent) -> None:
+    path = agent.put("race.py", MODULE)
+    sessions = [agent] + [Agent(agent.catalog, agent.sandbox, f"{agent.ctx.session}-{n}", agent.folder)
+                          for n in range(3)]
+    for s in sessions:
+        s.ok("view", path=path)
+    outcomes: list[str] = []
+
+    def change(n: int) -> None:
+        res = sessions[n].call("edit", path=path, old="def mean(items):\n", new=f"def mean(items):  # by {n}\n")
+        outcomes.append("ok" if not res.is_error else res.content)
+
+    threads = [threading.Thread(target=change, args=(n,)) for n in range(len(sessions))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert outcomes.count("ok") == 1
+    assert all("changed" in o and "view it again" in o for o in outcomes if o != "ok")
+    assert agent.content(path).count("# by ") == 1
+
+
+def test_non_utf8_file_is_refused_by_edit_with_a_way_out(agent: Agent) -> None:
+    path = f"{agent.folder}/latin1.txt"
+    agent.sandbox.write_file(path, "café\n".encode("latin-1"))
+    agent.ok("view", path=path)
+    message = agent.error("edit", path=path, old="caf", new="cafe")
+    assert message.startswith(f"{path} is not valid UTF-8 (byte 3: ")
+    assert "use bash (e.g. iconv, sed)" in message
+    utf8 = agent.put("utf8.txt", "café\n")
+    agent.ok("view", path=utf8)
+    agent.ok("edit", path=utf8, old="café", new="cafe")
