@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
 from harness.config import Config, Secrets, load
-from harness.errors import TaskError
+from harness.errors import ConfigError, TaskError
 from harness.evaluation.tasks import Task, load_task
 from harness.loop import StepEvent
 from harness.models.factory import resolve_auto
@@ -52,7 +53,6 @@ def apply_budgets(config: Config, args: argparse.Namespace) -> Config:
         value = getattr(args, option)
         if value is not None:
             if value <= 0:
-                from harness.errors import ConfigError
                 raise ConfigError(f"--{option.replace('_', '-')} must be positive, got {value}; "
                                   f"e.g. --{option.replace('_', '-')} 100000")
             loop = dataclasses.replace(loop, **{field_name: value})
@@ -88,7 +88,6 @@ def apply_options(config: Config, args: argparse.Namespace) -> Config:
         value = getattr(args, name)
         if value is not None:
             if value < 1:
-                from harness.errors import ConfigError
                 raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {value}; "
                                   f"e.g. --{name.replace('_', '-')} 3")
             loop = dataclasses.replace(loop, **{name: value})
@@ -111,19 +110,33 @@ def _run(args: argparse.Namespace) -> int:
         config.model, spec=resolve_auto(config.model.spec, config, secrets))), args)
     task = find_task(args.task)
     out = args.out or args.resume or default_out(task)
-    resume = None
-    if args.resume:
-        resume = args.resume / "trajectory.jsonl"
-        if args.out is None:   # continuing in place: keep the earlier run's lines aside
-            kept = args.resume / "trajectory.before-resume.jsonl"
-            resume.replace(kept)
-            resume = kept
-    outcome = execute(task, config, secrets, out, resume_from=resume)
+    resume = _resume_file(args.resume, args.out) if args.resume else None
+    try:
+        outcome = execute(task, config, secrets, out, resume_from=resume)
+    except KeyboardInterrupt:
+        print(f"harness run: interrupted; everything done so far is in {out}/trajectory.jsonl; continue with: "
+              f"harness run {args.task} --resume {out} --model {config.model.spec}", file=sys.stderr)
+        raise
     if args.json:
         print((out / "result.json").read_text(), end="")
     else:
         print_summary(task, outcome)
     return exit_code(outcome)
+
+
+def _resume_file(folder: Path, out: Path | None) -> Path:
+    """The trajectory to resume from; continuing in place keeps the earlier lines aside first."""
+    trajectory = folder / "trajectory.jsonl"
+    if not trajectory.is_file():
+        attempts = sorted(str(p.parent) for p in folder.glob("attempt-*/trajectory.jsonl"))
+        hint = f"; the attempts' folders are: {', '.join(attempts)}" if attempts else ""
+        raise ConfigError(f"--resume {folder}: there is no {trajectory}; pass the --out folder of an earlier "
+                          f"run, e.g. --resume runs/wordcount-20261129-124012{hint}")
+    if out is not None:
+        return trajectory
+    kept = folder / "trajectory.before-resume.jsonl"
+    trajectory.replace(kept)
+    return kept
 
 
 def default_out(task: Task) -> Path:

@@ -90,3 +90,13 @@ def test_cost_budget_with_a_price_stops_the_run(tmp_path: Path, capsys: pytest.C
     assert "cost budget spent: $6.0000 >= loop.max_cost_usd $5.0" in result["final_text"]
     assert main(["run", TASK, "--model", f"scripted:{script}", "--max-cost", "5"]) == 2
     assert "loop.max_cost_usd is set (5.0) but model.prices has no price" in capsys.readouterr().err
+
+
+def test_resume_of_a_folder_without_a_trajectory_says_what_to_pass(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "attempt-1").mkdir()
+    (tmp_path / "attempt-1" / "trajectory.jsonl").write_text("")
+    assert main(["run", TASK, "--model", "scripted:wordcount-fix", "--resume", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"--resume {tmp_path}: there is no {tmp_path}/trajectory.jsonl" in err
+    assert f"the attempts' folders are: {tmp_path}/attempt-1" in err
