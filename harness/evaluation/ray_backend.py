@@ -19,9 +19,11 @@ tasks (ending their processes) and removes, on every live Docker node, the conta
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
+import sys
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable, Generic, Sequence, TypeVar
@@ -134,6 +136,19 @@ def run_on_ray(job: Callable[[X], R], items: Sequence[X], *, address: str | None
         ConfigError: Ray is not installed, the cluster is unreachable, or no node can hold an instance.
     """
     ray = import_ray()
+    with quiet_stdout():
+        _run(ray, job, items, address, resources_per_item, max_retries, on_result, retry_on, sweep_label)
+
+
+def quiet_stdout() -> contextlib.AbstractContextManager[Any]:
+    """Ray's driver prints cluster events ("(raylet) ... terminated") on stdout from a thread of its
+    own; while the driver is connected they go to stderr, keeping stdout for the command's output."""
+    return contextlib.redirect_stdout(sys.stderr)
+
+
+def _run(ray: ModuleType, job: Callable[[X], R], items: Sequence[X], address: str | None,
+         resources_per_item: TaskResources, max_retries: int, on_result: Callable[[Outcome[X, R]], None],
+         retry_on: tuple[type[BaseException], ...], sweep_label: str | None) -> None:
     connected = connect(ray, address)
     pending: list[Any] = []
     try:

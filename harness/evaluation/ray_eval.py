@@ -26,7 +26,7 @@ from harness.config import Config, Secrets
 from harness.evaluation.instances import Prediction
 from harness.evaluation.report import InstanceRecord, instance_dir, write_done, write_outputs
 from harness.evaluation.tasks import Task
-from harness.evaluation.ray_backend import Outcome, connect, import_ray, run_on_ray
+from harness.evaluation.ray_backend import Outcome, connect, import_ray, quiet_stdout, run_on_ray
 from harness.evaluation.ray_resources import TaskResources
 from sandbox.copy import pack_directory, safe_extract
 
@@ -117,23 +117,29 @@ def evaluate_on_ray(tasks: list[Task], stages: Any, out: Path, model_name: str,
 
     `stages` is the runner's `Stages` (its config, secrets, options, labels and predictions are sent).
     """
-    from harness.evaluation.runner import RUN_LABEL
     ray = import_ray()
-    connected = connect(ray, address)
-    try:
-        files = _task_files(ray, tasks)
-        job = RemoteInstance(stages.config, stages.secrets, stages.options, dict(stages.labels), model_name,
-                             stages.predictions, socket.gethostname(), files, ship)
+    with quiet_stdout():
+        connected = connect(ray, address)
+        try:
+            _evaluate(ray, tasks, stages, out, model_name, on_record, address, max_retries, ship)
+        finally:
+            if connected:
+                ray.shutdown()
 
-        def arrived(outcome: Outcome[Task, Shipped]) -> None:
-            on_record(_receive(outcome, out, model_name))
 
-        run_on_ray(job, tasks, address=address, max_retries=max_retries, on_result=arrived,
-                   resources_per_item=TaskResources.from_limits(stages.config.sandbox.limits),
-                   sweep_label=f"{RUN_LABEL}={stages.labels[RUN_LABEL]}")
-    finally:
-        if connected:
-            ray.shutdown()
+def _evaluate(ray: Any, tasks: list[Task], stages: Any, out: Path, model_name: str,
+              on_record: Callable[[InstanceRecord], None], address: str | None, max_retries: int,
+              ship: bool | None) -> None:
+    from harness.evaluation.runner import RUN_LABEL
+    job = RemoteInstance(stages.config, stages.secrets, stages.options, dict(stages.labels), model_name,
+                         stages.predictions, socket.gethostname(), _task_files(ray, tasks), ship)
+
+    def arrived(outcome: Outcome[Task, Shipped]) -> None:
+        on_record(_receive(outcome, out, model_name))
+
+    run_on_ray(job, tasks, address=address, max_retries=max_retries, on_result=arrived,
+               resources_per_item=TaskResources.from_limits(stages.config.sandbox.limits),
+               sweep_label=f"{RUN_LABEL}={stages.labels[RUN_LABEL]}")
 
 
 def _task_files(ray: Any, tasks: list[Task]) -> Any:

@@ -3,6 +3,7 @@ each a separate `ray start` process tree (1 CPU, 3 GiB each: room for one defaul
 
 from __future__ import annotations
 
+import importlib
 from typing import Iterator
 
 import pytest
@@ -14,7 +15,7 @@ NODE_MEMORY = 3 * 1024 ** 3
 
 def _require_ray() -> None:
     try:
-        import ray  # noqa: F401
+        importlib.import_module("ray")
     except ImportError as exc:
         pytest.fail(f"these tests need Ray ({exc}); install it with `.venv/bin/pip install 'ray[default]'` "
                     "or `pip install -e '.[ray]'`", pytrace=False)
