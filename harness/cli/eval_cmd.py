@@ -52,6 +52,12 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                         "reported as flaky and count as resolved only if every run resolved them")
     p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
                    help="an extra Docker label on every container of the run (repeatable)")
+    p.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="local: --workers threads on this machine (default); ray: one Ray task per instance "
+                        "on the cluster's Docker nodes (needs `pip install 'harness[ray]'`; see docs/ray.md)")
+    p.add_argument("--ray-address", metavar="ADDR",
+                   help="with --backend ray: the cluster's head, e.g. 10.0.0.5:6379 ('auto': the cluster started "
+                        "on this machine); default: a one-machine Ray for this run")
     p.add_argument("--json", action="store_true", help="print report.json instead of the summary table")
     add_session_options(p)
     p.set_defaults(func=_run)
@@ -59,6 +65,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 
 def _run(args: argparse.Namespace) -> int:
     _check_numbers(args)
+    _check_backend(args)
     config, secrets = load()
     config = apply_options(config, args)
     if args.timeout is not None:
@@ -73,10 +80,20 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError("--resume needs --out DIR: the folder of the evaluation to continue")
     options = EvalOptions(out_dir=out, model=None if predictions is not None else args.model,
                           workers=args.workers, resume=args.resume, grade_runs=args.grade_runs,
-                          test_timeout=args.test_timeout, labels=_labels(args.label))
+                          test_timeout=args.test_timeout, labels=_labels(args.label), backend=args.backend,
+                          ray_address=args.ray_address)
     report = _evaluate(tasks, options, config, secrets, predictions, quiet=args.json)
     _print(report, out, args.json)
     return EXIT_INFRA if report["error_instances"] else 0
+
+
+def _check_backend(args: argparse.Namespace) -> None:
+    if args.backend == "ray":
+        from harness.evaluation.ray_backend import import_ray
+        import_ray()   # fails with the install line before anything is written
+    elif args.ray_address:
+        raise ConfigError(f"--ray-address {args.ray_address} needs --backend ray; e.g. --backend ray "
+                          f"--ray-address {args.ray_address}")
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
