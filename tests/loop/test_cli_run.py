@@ -17,9 +17,10 @@ pytestmark = pytest.mark.docker
 
 
 @pytest.fixture(autouse=True)
-def no_keys(monkeypatch: pytest.MonkeyPatch, sandbox_image: str) -> None:
+def no_keys(monkeypatch: pytest.MonkeyPatch, sandbox_image: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "HARNESS_MODEL"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HARNESS_STATE_DIR", str(tmp_path_factory.mktemp("state")))   # the approval queue
 
 
 def test_run_prints_a_summary_and_writes_the_run_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
