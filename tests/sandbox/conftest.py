@@ -40,7 +40,7 @@ def probe_json(box: DockerSandbox, code: str, timeout: float = 30) -> Any:
 
 
 def processes(box: DockerSandbox) -> list[str]:
-    """`pid comm args` of every process in the sandbox but the `ps` that lists them."""
-    result = box.exec("ps -eo pid=,comm=,args=", timeout=10)
-    lines = [line.strip() for line in result.stdout.text.splitlines() if line.strip()]
-    return [line for line in lines if line.split()[1] not in ("ps",)]
+    """`pid comm args` of every process in the sandbox but the shell and `ps` that list them."""
+    result = box.exec("echo $$; ps -eo pid=,ppid=,comm=,args=", timeout=10)
+    me, *lines = [line.split(None, 3) for line in result.stdout.text.splitlines() if line.strip()]
+    return [f"{pid} {comm} {args}" for pid, ppid, comm, args in lines if me[0] not in (pid, ppid)]

@@ -100,7 +100,9 @@ def test_a_harness_killed_with_sigkill_leaves_a_container_that_the_reaper_remove
         removed = subprocess.run([str(REPO / ".venv/bin/harness"), "sandbox", "reap", "--json"],
                                  capture_output=True, text=True, timeout=120, cwd=REPO)
         assert removed.returncode == 0, removed.stderr
-        assert name in json.loads(removed.stdout)
+        # Another test run on this machine may reap it a moment earlier: its reaper is the same code.
+        assert name in json.loads(removed.stdout) or not docker_client.containers.list(
+            all=True, filters={"name": name})
         with pytest.raises(docker.errors.NotFound):
             docker_client.containers.get(name)
         assert sandbox.exec("echo alive", timeout=10).stdout.text == "alive\n"   # a live run's box is kept

@@ -1,0 +1,174 @@
+"""Sandbox benchmark: shell round trip vs `docker exec`, start/teardown, and 1 GiB of output.
+
+    .venv/bin/python bench/bench_sandbox.py [--rounds 200] [--quick]
+
+Prints p50/p95 of one trivial command (`true`) through the harness `bash` tool (channel, capture
+and observation formatting included), through the `docker exec` CLI and through docker-py's
+`exec_run`, all in the same container; start-to-ready and teardown of a sandbox; and for 1 GiB of
+output through the `bash` tool: throughput, the harness's extra peak memory (measured in a child
+process, so earlier work does not hide it) and the channel server's peak memory in the container.
+Each figure is printed with its target from the sandbox issue.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness.config import ToolsConfig  # noqa: E402
+from harness.tools.base import ToolContext  # noqa: E402
+from harness.tools.shell import bash_tool  # noqa: E402
+from sandbox.api import SandboxSpec  # noqa: E402
+from sandbox.docker_sandbox import DockerSandbox  # noqa: E402
+from sandbox.images import ensure_image  # noqa: E402
+
+GIB = 1024 ** 3
+ONE_GIB_COMMAND = "yes 'harness benchmark line' | head -c 1G"
+
+
+def _spec(image: str) -> SandboxSpec:
+    return SandboxSpec(image=image, session=f"bench-{uuid.uuid4().hex[:8]}", labels={"harness.bench": "1"})
+
+
+def _timings(fn: Callable[[], object], rounds: int, warmup: int = 3) -> list[float]:
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - started)
+    return out
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def _row(name: str, values: list[float]) -> dict[str, float]:
+    p50, p95 = _pct(values, 0.5) * 1e3, _pct(values, 0.95) * 1e3
+    print(f"  {name:<34} p50 {p50:8.2f} ms   p95 {p95:8.2f} ms   (n={len(values)})")
+    return {"p50_ms": p50, "p95_ms": p95, "n": len(values)}
+
+
+def round_trips(image: str, rounds: int) -> dict[str, dict[str, float]]:
+    print("round trip of one trivial command (`true`), same container:")
+    tool = bash_tool(ToolsConfig())
+    with DockerSandbox(_spec(image)) as box:
+        ctx = ToolContext(sandbox=box, session=box.session)
+        cid = box.container.id
+        api = box.container
+        rows = {"harness_bash_tool": _row("harness bash tool", _timings(lambda: tool.function(ctx, command="true"),
+                                                                         rounds)),
+                "docker_py_exec_run": _row("docker-py exec_run", _timings(
+                    lambda: api.exec_run(["bash", "-c", "true"], user="1000:1000"), max(20, rounds // 4))),
+                "docker_exec_cli": _row("docker exec CLI", _timings(
+                    lambda: subprocess.run(["docker", "exec", "-u", "1000:1000", cid, "bash", "-c", "true"],
+                                           check=True), max(20, rounds // 4)))}
+    ratio_cli = rows["docker_exec_cli"]["p50_ms"] / rows["harness_bash_tool"]["p50_ms"]
+    ratio_py = rows["docker_py_exec_run"]["p50_ms"] / rows["harness_bash_tool"]["p50_ms"]
+    print(f"  => harness is {ratio_cli:.1f}x faster than docker exec CLI at p50 (target >= 20x: "
+          f"{'met' if ratio_cli >= 20 else 'NOT met'}), {ratio_py:.1f}x faster than exec_run")
+    rows["ratio_vs_cli_p50"] = {"x": ratio_cli}
+    rows["ratio_vs_exec_run_p50"] = {"x": ratio_py}
+    return rows
+
+
+def lifecycle(image: str, rounds: int) -> dict[str, dict[str, float]]:
+    print("sandbox lifecycle (image built, no project files):")
+    DockerSandbox(_spec(image)).__enter__().close()   # warm the reaper and the image cache
+    ready, teardown = [], []
+    for _ in range(rounds):
+        box = DockerSandbox(_spec(image))
+        started = time.perf_counter()
+        box.start()
+        box.exec("true", timeout=10)
+        ready.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        box.close()
+        teardown.append(time.perf_counter() - started)
+    rows = {"start_to_ready": _row("start to ready (first command run)", ready),
+            "teardown": _row("teardown (container removed)", teardown)}
+    ok = rows["start_to_ready"]["p50_ms"] < 500
+    print(f"  => start-to-ready p50 {rows['start_to_ready']['p50_ms']:.0f} ms (target < 500 ms: "
+          f"{'met' if ok else 'NOT met'})")
+    return rows
+
+
+def _rss_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def one_gib_child(image: str) -> None:
+    """Run in a fresh process: 1 GiB through the bash tool, then print figures as JSON."""
+    tool = bash_tool(ToolsConfig())
+    with DockerSandbox(_spec(image)) as box:
+        ctx = ToolContext(sandbox=box, session=box.session)
+        tool.function(ctx, command="seq 1 100000")          # warm every code path once
+        before = _rss_kib("VmRSS")
+        started = time.perf_counter()
+        observation = tool.function(ctx, command=ONE_GIB_COMMAND, timeout=600)
+        elapsed = time.perf_counter() - started
+        peak = _rss_kib("VmHWM")
+        assert box._channel is not None
+        server = box.exec(f"grep VmHWM /proc/{box._channel.server_pid}/status", timeout=10).stdout.text.split()
+    print(json.dumps({"seconds": elapsed, "extra_peak_mib": max(0, peak - before) / 1024,
+                      "server_peak_mib": int(server[1]) / 1024 if len(server) > 1 else -1,
+                      "observation_chars": len(observation), "status": observation.splitlines()[0]}))
+
+
+def one_gib(image: str) -> dict[str, float]:
+    print(f"1 GiB of output through the bash tool (`{ONE_GIB_COMMAND}`):")
+    done = subprocess.run([sys.executable, __file__, "--one-gib-child", image], capture_output=True, text=True,
+                          timeout=900)
+    if done.returncode != 0:
+        raise SystemExit(f"the 1 GiB run failed:\n{done.stderr[-3000:]}")
+    data = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"  {data['status']}")
+    print(f"  time {data['seconds']:.1f} s = {1024 / data['seconds']:.0f} MiB/s; observation "
+          f"{data['observation_chars']} characters")
+    print(f"  harness extra peak memory {data['extra_peak_mib']:.1f} MiB (target < 100 MiB: "
+          f"{'met' if data['extra_peak_mib'] < 100 else 'NOT met'}); channel server peak in the sandbox "
+          f"{data['server_peak_mib']:.1f} MiB")
+    data["mib_per_s"] = 1024 / data["seconds"]
+    return data
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=200, help="timed round trips of the bash tool")
+    parser.add_argument("--quick", action="store_true", help="fewer rounds, and skip the 1 GiB run")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
+    parser.add_argument("--one-gib-child", metavar="IMAGE", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one_gib_child:
+        one_gib_child(args.one_gib_child)
+        return 0
+    image = ensure_image(python="3.11")
+    print(f"image {image}; {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+    rounds = 40 if args.quick else args.rounds
+    figures: dict[str, object] = {"image": image, "round_trip": round_trips(image, rounds)}
+    print()
+    figures["lifecycle"] = lifecycle(image, 5 if args.quick else 10)
+    if not args.quick:
+        print()
+        figures["one_gib"] = one_gib(image)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""Every command runs as `bash -c COMMAND` would, whether or not a bash was started ahead for it."""
+
+from __future__ import annotations
+
+from sandbox.docker_sandbox import DockerSandbox
+
+
+def test_each_command_starts_fresh_with_no_state_from_the_previous_one(shared_box: DockerSandbox) -> None:
+    shared_box.exec("export LEAK=1; cd /tmp; ulimit -n 100; shopt -s extglob; leaked() { :; }", timeout=10)
+    result = shared_box.exec("echo ${LEAK:-unset} $(pwd) $(ulimit -n); shopt extglob; type leaked", timeout=10)
+    assert result.stdout.text.split("\n")[0] == "unset /workspace 1024"
+    assert "extglob        \toff" in result.stdout.text and "leaked: not found" in result.stderr.text
+
+
+def test_the_harness_leaves_no_trace_in_the_commands_shell(shared_box: DockerSandbox) -> None:
+    command = "compgen -v | grep -ci harness; echo \"$BASH_EXECUTION_STRING\" | wc -c; ls /proc/$$/fd | tr '\\n' ' '"
+    result = shared_box.exec(command, timeout=10)
+    assert result.stdout.text.splitlines() == ["0", str(len(command) + 1), "0 1 2 "]
+
+
+def test_env_and_cwd_of_each_call_are_honoured(shared_box: DockerSandbox) -> None:
+    assert shared_box.exec("echo $X", timeout=10, env={"X": "one"}).stdout.text == "one\n"
+    assert shared_box.exec("echo ${X:-none}", timeout=10).stdout.text == "none\n"
+    assert shared_box.exec("pwd", timeout=10, cwd="/tmp").stdout.text == "/tmp\n"
+    assert shared_box.exec("pwd", timeout=10).stdout.text == "/workspace\n"
+
+
+def test_multi_line_commands_heredocs_and_exit_work(shared_box: DockerSandbox) -> None:
+    script = "cat <<'EOF'\n$HOME is literal\nEOF\nfor i in 1 2; do\n  echo $i\ndone\nexit 7\necho never"
+    result = shared_box.exec(script, timeout=10)
+    assert result.exit_code == 7 and result.stdout.text == "$HOME is literal\n1\n2\n"
+
+
+def test_syntax_errors_and_unknown_commands_fail_as_with_bash_c(shared_box: DockerSandbox) -> None:
+    syntax = shared_box.exec("if then", timeout=10)
+    assert syntax.exit_code == 2 and "syntax error near unexpected token `then'" in syntax.stderr.text
+    missing = shared_box.exec("no-such-tool --x", timeout=10)
+    assert missing.exit_code == 127 and "line 1: no-such-tool: command not found" in missing.stderr.text
+
+
+def test_long_commands_and_quotes_arrive_intact(shared_box: DockerSandbox) -> None:
+    payload = "x" * 40_000
+    result = shared_box.exec(f"printf %s '{payload}' | wc -c; echo \"a'b\" 'c\"d' $'tab\\there' é", timeout=20)
+    assert result.stdout.text == "40000\na'b c\"d tab\there é\n"
+
+
+def test_the_command_runs_in_its_own_process_group_and_session(shared_box: DockerSandbox) -> None:
+    result = shared_box.exec("ps -o pid=,pgid=,sid= -p $$", timeout=10)
+    pid, pgid, sid = result.stdout.text.split()
+    assert pid == pgid == sid
