@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from pathlib import Path
 from typing import Iterator
@@ -58,15 +59,42 @@ def sandbox(sandbox_image: str, project_dir: Path) -> Iterator["object"]:
         yield box
 
 
+_SESSION_STARTED = time.time()
+
+
+def _created(stamp: str) -> float:
+    """Docker's RFC 3339 timestamps (nanoseconds, 'Z' or an offset) as epoch seconds; 0 if unreadable."""
+    import datetime
+    import re
+    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?(Z|[+-]\d\d:\d\d)?", stamp or "")
+    if not m:
+        return 0.0
+    zone = m.group(2) or "Z"
+    text = m.group(1) + ("+00:00" if zone == "Z" else zone)
+    return datetime.datetime.fromisoformat(text).timestamp()
+
+
+def _leaked(labels: dict[str, str], created: float) -> bool:
+    """Ours if made by this pytest process, or by a process of this run that is gone now."""
+    from sandbox.reaper import owner_alive
+    if labels.get("harness.pid") == str(os.getpid()):
+        return True
+    return created >= _SESSION_STARTED and not owner_alive(labels)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Fail the run if any test left a harness container or volume behind."""
+    """Fail the run if a test, or a harness process a test started, left a container or volume behind.
+
+    Containers of other test runs on the same machine (their owner process is alive) are not ours.
+    """
     try:
         import docker
         client = docker.from_env()
-        # Only this pytest process's containers: other test runs on the same machine are not ours.
-        mine = {"label": ["harness.test=1", f"harness.pid={os.getpid()}"]}
-        left = client.containers.list(all=True, filters=mine)
-        vols = client.volumes.list(filters=mine)
+        managed = {"label": ["harness.managed=true"]}
+        left = [c for c in client.containers.list(all=True, filters=managed)
+                if _leaked(c.labels, _created(c.attrs.get("Created", "")))]
+        vols = [v for v in client.volumes.list(filters=managed)
+                if _leaked(v.attrs.get("Labels") or {}, _created(v.attrs.get("CreatedAt", "")))]
     except Exception:  # noqa: BLE001 - no Docker: the Docker tests already failed saying so
         return
     if left or vols:
