@@ -21,7 +21,7 @@ def owner_labels(session: str) -> dict[str, str]:
             "harness.pid": str(os.getpid())}
 
 
-def _owner_alive(labels: dict[str, str]) -> bool:
+def owner_alive(labels: dict[str, str]) -> bool:
     if labels.get("harness.host") != socket.gethostname():
         return True   # another machine's: not ours to judge
     try:
@@ -48,7 +48,7 @@ def reap(client: docker.DockerClient, *, everything: bool = False, session: str 
     selector = [f"{MANAGED}=true"] + ([f"harness.session={session}"] if session else [])
     removed: list[str] = []
     for container in client.api.containers(all=True, filters={"label": selector}):
-        if everything or session or not _owner_alive(container.get("Labels") or {}):
+        if everything or session or not owner_alive(container.get("Labels") or {}):
             name = (container.get("Names") or [container["Id"]])[0].lstrip("/")
             try:
                 client.api.remove_container(container["Id"], force=True, v=True)
@@ -59,7 +59,7 @@ def reap(client: docker.DockerClient, *, everything: bool = False, session: str 
                 if exc.status_code != 409:   # 409: another reaper is already removing it
                     raise
     for volume in client.api.volumes(filters={"label": selector}).get("Volumes") or []:
-        if everything or session or not _owner_alive(volume.get("Labels") or {}):
+        if everything or session or not owner_alive(volume.get("Labels") or {}):
             try:
                 client.api.remove_volume(volume["Name"], force=True)
                 removed.append(volume["Name"])
