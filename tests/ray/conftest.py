@@ -29,10 +29,19 @@ def ray_cluster(docker_client) -> Iterator[LocalCluster]:  # type: ignore[no-unt
         yield cluster
 
 
-@pytest.fixture
-def ray_worker(ray_cluster: LocalCluster) -> RayNode:
+def live_worker(cluster: LocalCluster) -> RayNode:
     """A live worker node joined to the head (a new one when a test killed the previous one)."""
-    for node in ray_cluster.nodes[1:]:
+    for node in cluster.nodes[1:]:
         if node.process.poll() is None:
             return node
-    return ray_cluster.add_node(f"worker-{len(ray_cluster.nodes)}", cpus=1, memory=NODE_MEMORY)
+    return cluster.add_node(f"worker-{len(cluster.nodes)}", cpus=1, memory=NODE_MEMORY)
+
+
+@pytest.fixture
+def ray_worker(ray_cluster: LocalCluster) -> RayNode:
+    return live_worker(ray_cluster)
+
+
+@pytest.fixture(scope="module")
+def ray_worker_for_module(ray_cluster: LocalCluster) -> RayNode:
+    return live_worker(ray_cluster)
