@@ -72,6 +72,7 @@ class Capture:
         self.errors: list = []
         self.errors_total = 0
         self.error_re, self.error_max = error_re, error_max
+        self.keywords = _keywords(error_re.pattern) if error_re is not None else None
         self.carry = b""
         self.save_path, self.save_max, self.saved = save_path, save_max, 0
         self.save_file = None   # opened only once the output outgrows the head
@@ -115,8 +116,16 @@ class Capture:
         first_line = self.lines + 1
         if end:
             self.lines += buf.count(b"\n", 0, end)
-            self._matches(buf, end, first_line)
+            if self._may_match(buf):
+                self._matches(buf, end, first_line)
         self.carry = buf[end:][-8192:]
+
+    def _may_match(self, buf: bytes) -> bool:
+        """False when `buf` holds none of the pattern's `(?#any-of:...)` words (so no line can match)."""
+        if self.keywords is None:
+            return True
+        low = b"\n" + buf.lower()
+        return any(word in low for word in self.keywords)
 
     def _matches(self, buf: bytes, end: int, first_line: int) -> None:
         if len(self.errors) >= self.error_max:
@@ -174,6 +183,15 @@ def _spawn(argv: list, env: dict, cwd: str, pass_fds: tuple = ()) -> subprocess.
 
 def _env_key(env: dict, cwd: str) -> str:
     return json.dumps([cwd, env], sort_keys=True)
+
+
+def _keywords(pattern: bytes):
+    """The words of a pattern's `(?#any-of:w1|w2|^w3)` comment, as lowercase bytes; `^w` = line start."""
+    m = re.search(rb"\(\?#any-of:([^)]*)\)", pattern)
+    if m is None:
+        return None
+    words = [w.lower() for w in m.group(1).split(b"|") if w]
+    return [b"\n" + w[1:] if w.startswith(b"^") else w for w in words] or None
 
 
 def _pidfd(pid: int):
