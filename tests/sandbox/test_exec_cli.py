@@ -54,3 +54,11 @@ def test_exec_with_a_missing_folder_says_which_and_what_to_pass(tmp_path: Path) 
     done = _exec("--dir", str(tmp_path / "nope"), "--", "true")
     assert done.returncode != 0
     assert f"project directory {str(tmp_path / 'nope')!r} does not exist" in done.stderr
+
+
+def test_shell_runs_each_line_and_prints_the_observation(project_dir: Path) -> None:
+    done = subprocess.run([HARNESS, "shell", "--dir", str(project_dir)], input="cat README.md\nfalse\nexit\n",
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert "a small project" in done.stdout
+    assert "(no output: the command failed with exit code 1)" in done.stdout
