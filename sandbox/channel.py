@@ -30,7 +30,7 @@ class Channel:
         self._lock = threading.Lock()
         self._stdout = bytearray()
         self._stderr = bytearray()
-        self.exec_id = self._api.exec_create(container_id, ["python3", "-u", SERVER_PATH], stdin=True,
+        self.exec_id = self._api.exec_create(container_id, ["python3", "-I", "-S", "-u", SERVER_PATH], stdin=True,
                                              stdout=True, stderr=True, user=user, environment=env,
                                              workdir="/")["Id"]
         wrapped = self._api.exec_start(self.exec_id, socket=True)

@@ -173,12 +173,19 @@ class Capture:
 
 SPARE_PRELUDE = ('IFS= read -r -d "" __harness_cmd <&{fd}; exec {fd}<&-; BASH_EXECUTION_STRING=$__harness_cmd; '
                  'eval "unset __harness_cmd; : /bin/bash; $__harness_cmd"')   # `$_` as after bash -c
+COMMAND_OOM_SCORE_ADJ = 500
 SPARE_MAX_COMMAND = 16384   # bash reads a pipe one byte at a time: longer commands get a fresh bash
 
 
 def _spawn(argv: list, env: dict, cwd: str, pass_fds: tuple = ()) -> subprocess.Popen:
-    return subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True, close_fds=True, pass_fds=pass_fds)
+    try:   # under memory pressure the kernel kills the command's processes before the channel
+        with open(f"/proc/{proc.pid}/oom_score_adj", "w") as f:
+            f.write(str(COMMAND_OOM_SCORE_ADJ))
+    except OSError:
+        pass
+    return proc
 
 
 def _env_key(env: dict, cwd: str) -> str:

@@ -83,3 +83,13 @@ def test_too_many_open_files_fails_with_emfile(small_box: DockerSandbox) -> None
     result = small_box.exec("python3 -c '\nimport errno\nfs = []\ntry:\n    while True: fs.append(open(\"/dev/null\"))\n"
                             "except OSError as e: print(errno.errorcode[e.errno], len(fs) < 256)'", timeout=30)
     assert result.stdout.text == "EMFILE True\n", result
+
+
+def test_under_memory_pressure_commands_are_killed_before_the_channel(small_box: DockerSandbox) -> None:
+    scores = small_box.exec("cat /proc/$$/oom_score_adj /proc/$PPID/oom_score_adj", timeout=10)
+    assert scores.stdout.text.split() == ["500", "0"]         # the command is preferred, the channel kept
+    many = ("for i in $(seq 24); do python3 -c 'import time; x = bytearray(12 * 2**20); x[::4096] = b\"1\" * "
+            "(3 * 2**10); time.sleep(3)' & done; wait; echo waited")
+    result = small_box.exec(many, timeout=60)
+    assert result.stdout.text == "waited\n"                   # the channel answered: it was not the victim
+    _next_command_works(small_box)
