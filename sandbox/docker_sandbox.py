@@ -128,11 +128,18 @@ class DockerSandbox:
             self.container = None
 
     def restart_channel(self) -> None:
+        """Start a new channel; the old server, if it still exists (stopped, hung), is killed."""
         if self.container is None:
             raise SandboxError("the sandbox is closed; start a new one")
+        old_pid = None
         if self._channel is not None:
+            old_pid = self._channel.server_pid
             self._channel.close()
+            self._channel = None
         self._channel = self._open_channel()
+        if old_pid is not None:
+            self._channel.request({"op": "exec", "command": f"kill -KILL {old_pid} 2>/dev/null", "timeout": 10,
+                                   "env": self._env(None)})
 
     def _open_channel(self) -> Channel:
         assert self._client is not None and self.container is not None

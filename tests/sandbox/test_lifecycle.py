@@ -125,3 +125,15 @@ def test_start_up_time_is_reasonable(sandbox_image: str) -> None:
     with DockerSandbox(make_spec(sandbox_image)) as box:
         assert box.exec("true", timeout=10).exit_code == 0
     assert time.monotonic() - started < 30   # a sanity bound only; bench/bench_sandbox.py measures it
+
+
+def test_a_stopped_channel_times_out_and_restart_replaces_it(sandbox: DockerSandbox) -> None:
+    assert sandbox._channel is not None
+    old_pid = sandbox._channel.server_pid
+    with pytest.raises(ChannelClosed, match="the exec channel stopped answering"):
+        sandbox._channel.request({"op": "exec", "command": "kill -STOP $PPID", "timeout": 10}, timeout=3)
+    sandbox.restart_channel()
+    procs = processes(sandbox)
+    assert sorted(p.split()[1] for p in procs) == ["docker-init", "python3", "sleep"], procs
+    assert str(old_pid) not in [p.split()[0] for p in procs]
+    assert sandbox.exec("echo back", timeout=10).stdout.text == "back\n"
