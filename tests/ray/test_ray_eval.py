@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,3 +129,20 @@ def test_a_ray_address_without_backend_ray_is_refused(tmp_path: Path) -> None:
     assert rc == 2
     assert "--ray-address 10.0.0.5:6379 needs --backend ray; e.g. --backend ray --ray-address 10.0.0.5:6379" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_ctrl_c_cancels_the_ray_tasks_and_removes_their_containers_on_the_nodes(
+        ray_cluster: LocalCluster, ray_worker: RayNode, docker_client: Any, tmp_path: Path) -> None:
+    mark = f"harness.raytest={uuid.uuid4().hex[:8]}"
+    proc = _eval(tmp_path / "out", "--backend", "ray", "--ray-address", ray_cluster.address, "--label", mark)
+    deadline = time.monotonic() + 120
+    running: list[Any] = []
+    while time.monotonic() < deadline and not running:
+        running = docker_client.api.containers(filters={"label": mark})
+        time.sleep(0.2)
+    assert running, "no instance container started"
+    proc.send_signal(signal.SIGINT)
+    rc, _, err = _finish(proc, timeout=120)
+    assert rc == 130
+    assert "stopped: the run's Ray tasks were cancelled and their containers removed" in err
+    assert docker_client.api.containers(all=True, filters={"label": mark}) == []
