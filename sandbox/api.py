@@ -25,7 +25,7 @@ AGENT_UID = 1000
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits of one sandbox container. Every field is documented in README.md.
+    """Resource limits of one sandbox container. Every field is documented in docs/sandbox.md.
 
     The defaults suit a repair session on a small-to-medium Python project on a 2-core machine.
     """
