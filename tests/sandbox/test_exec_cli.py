@@ -62,3 +62,12 @@ def test_shell_runs_each_line_and_prints_the_observation(project_dir: Path) -> N
     assert done.returncode == 0, done.stderr
     assert "a small project" in done.stdout
     assert "(no output: the command failed with exit code 1)" in done.stdout
+
+
+def test_exec_without_a_docker_daemon_says_how_to_start_one(tmp_path: Path) -> None:
+    import os
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
+    done = subprocess.run([HARNESS, "exec", "--", "true"], capture_output=True, text=True, timeout=120, cwd=REPO,
+                          env=env)
+    assert done.returncode != 0
+    assert "cannot reach the Docker daemon" in done.stderr and "start it" in done.stderr
