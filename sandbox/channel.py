@@ -30,6 +30,7 @@ class Channel:
         self._lock = threading.Lock()
         self._stdout = bytearray()
         self._stderr = bytearray()
+        self._broken = ""   # why the channel stopped being usable, once it has
         self.exec_id = self._api.exec_create(container_id, ["python3", "-I", "-S", "-u", SERVER_PATH], stdin=True,
                                              stdout=True, stderr=True, user=user, environment=env,
                                              workdir="/")["Id"]
@@ -50,13 +51,20 @@ class Channel:
         """
         body = json.dumps(payload).encode()
         with self._lock:
+            if self._broken:
+                raise ChannelClosed(f"the exec channel failed earlier ({self._broken}); an answer may still be "
+                                    "on its way, so it is not used again: call restart_channel()")
             try:
                 self._sock.settimeout(timeout)
                 self._sock.sendall(struct.pack(">I", len(body)) + body)
                 return self._read_frame()
             except (OSError, socket.timeout) as exc:
+                self._broken = f"{type(exc).__name__}: {exc}"
                 raise ChannelClosed(f"the exec channel stopped answering ({type(exc).__name__}: {exc})"
                                     f"{self._stderr_note()}") from exc
+            except ChannelClosed as exc:
+                self._broken = str(exc)
+                raise
 
     def close(self) -> None:
         try:

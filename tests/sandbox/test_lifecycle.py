@@ -132,8 +132,21 @@ def test_a_stopped_channel_times_out_and_restart_replaces_it(sandbox: DockerSand
     old_pid = sandbox._channel.server_pid
     with pytest.raises(ChannelClosed, match="the exec channel stopped answering"):
         sandbox._channel.request({"op": "exec", "command": "kill -STOP $PPID", "timeout": 10}, timeout=3)
+    with pytest.raises(ChannelClosed, match="failed earlier .* call restart_channel"):
+        sandbox.exec("echo not on a channel that timed out", timeout=10)
     sandbox.restart_channel()
     procs = processes(sandbox)
     assert sorted(p.split()[1] for p in procs) == ["docker-init", "python3", "sleep"], procs
     assert str(old_pid) not in [p.split()[0] for p in procs]
     assert sandbox.exec("echo back", timeout=10).stdout.text == "back\n"
+
+
+def test_a_late_answer_is_never_taken_for_the_next_commands(sandbox: DockerSandbox) -> None:
+    assert sandbox._channel is not None
+    with pytest.raises(ChannelClosed, match="stopped answering"):
+        sandbox._channel.request({"op": "exec", "command": "sleep 1; echo late", "timeout": 10}, timeout=0.3)
+    time.sleep(1.5)                                     # the late answer is now waiting on the socket
+    with pytest.raises(ChannelClosed, match="failed earlier"):
+        sandbox.exec("echo next", timeout=10)
+    sandbox.restart_channel()
+    assert sandbox.exec("echo next", timeout=10).stdout.text == "next\n"
