@@ -31,6 +31,7 @@ BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
             "USER": "agent", "LANG": "C.UTF-8", "TERM": "dumb", "PYTHONDONTWRITEBYTECODE": "1",
             "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "PIP_BREAK_SYSTEM_PACKAGES": "1",
             "GIT_TERMINAL_PROMPT": "0", "PAGER": "cat"}
+IDLE_UID = 65534   # nobody: owns the container's main process, not the agent's files
 _reaped_this_process = False
 
 
@@ -40,7 +41,9 @@ def container_options(spec: SandboxSpec) -> dict[str, Any]:
     tmpfs_opts = f"rw,nosuid,nodev,uid={AGENT_UID},gid={AGENT_UID},mode=0755"
     return {
         "network_mode": "none",                       # no interface but loopback: nothing leaves
-        "user": f"{AGENT_UID}:{AGENT_UID}",           # never root inside
+        # pid 1 and the idle main process run as `nobody`, never root; the channel and every command
+        # run as the agent (exec user), who can therefore not signal them to stop the container
+        "user": f"{IDLE_UID}:{IDLE_UID}",
         "cap_drop": ["ALL"],                          # no capabilities, even for setuid binaries
         "security_opt": ["no-new-privileges"],        # setuid/setcap cannot raise privileges
         "read_only": True,                            # the image cannot be altered

@@ -104,7 +104,7 @@ def test_container_options_carry_every_hardening_setting(sandbox_image: str) -> 
     opts = container_options(SandboxSpec(image=sandbox_image, session="s"))
     assert opts["network_mode"] == "none" and opts["cap_drop"] == ["ALL"]
     assert opts["security_opt"] == ["no-new-privileges"] and opts["read_only"] is True
-    assert opts["user"] == "1000:1000" and opts["init"] is True
+    assert opts["user"] == "65534:65534" and opts["init"] is True      # the idle main process: nobody
     assert opts["mem_limit"] == opts["memswap_limit"] == "2g"
     assert opts["pids_limit"] == 256 and opts["nano_cpus"] == 1_000_000_000
     assert opts["use_config_proxy"] is False

@@ -97,3 +97,25 @@ def test_exit_codes_and_signals_are_reported(sandbox: DockerSandbox) -> None:
     assert sandbox.exec("exit 3", timeout=10).exit_code == 3
     assert sandbox.exec("kill -SEGV $$", timeout=10).exit_code == 128 + 11
     assert sandbox.exec("true", timeout=10).exit_code == 0
+
+
+def test_the_agent_cannot_stop_the_container_by_signalling_init_or_the_main_process(sandbox: DockerSandbox) -> None:
+    result = sandbox.exec("kill -TERM 1; kill -KILL 1; pkill -x sleep; echo done", timeout=10)
+    assert "kill: (1) - Operation not permitted" in result.stderr.text
+    assert "pkill: killing pid" in result.stderr.text and "Operation not permitted" in result.stderr.text
+    assert result.stdout.text == "done\n"
+    sandbox.container.reload()
+    assert sandbox.container.status == "running"
+    _assert_only_baseline(sandbox)
+
+
+def test_killing_every_process_of_the_agent_loses_only_the_channel(sandbox: DockerSandbox) -> None:
+    from sandbox.errors import ChannelClosed
+    sandbox.exec("echo kept > kept.txt", timeout=10)
+    try:
+        sandbox.exec("kill -KILL -1", timeout=10)
+    except ChannelClosed:
+        pass                                           # the channel was the agent's too
+    sandbox.restart_channel()
+    assert sandbox.exec("cat kept.txt", timeout=10).stdout.text == "kept\n"
+    _assert_only_baseline(sandbox)
