@@ -89,8 +89,9 @@ def _run(args: argparse.Namespace) -> int:
 
 def _check_backend(args: argparse.Namespace) -> None:
     if args.backend == "ray":
-        from harness.evaluation.ray_backend import import_ray
+        from harness.evaluation.ray_backend import check_address, import_ray
         import_ray()   # fails with the install line before anything is written
+        check_address(args.ray_address)
     elif args.ray_address:
         raise ConfigError(f"--ray-address {args.ray_address} needs --backend ray; e.g. --backend ray "
                           f"--ray-address {args.ray_address}")

@@ -115,13 +115,31 @@ def connect(ray: ModuleType, address: str | None) -> bool:
     if address is None:
         ray.init(address="local", include_dashboard=False, resources={DOCKER_RESOURCE: 1}, **quiet)
     else:
+        check_address(address)
         try:
             ray.init(address=address, **quiet)
         except ConnectionError as exc:
-            raise ConfigError(f"cannot reach the Ray cluster at --ray-address {address!r} ({exc}); give the "
-                              "head's address as printed by `ray start --head`, e.g. --ray-address "
-                              "10.0.0.5:6379, or 'auto' on a node of the cluster") from exc
+            raise ConfigError(_unreachable(address, exc)) from exc
     return True
+
+
+def check_address(address: str | None, timeout: float = 5.0) -> None:
+    """Refuse at once a HOST:PORT where no Ray head answers (Ray itself retries for minutes)."""
+    if address is None or address == "auto" or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"--ray-address {address!r} is not HOST:PORT; e.g. --ray-address 10.0.0.5:6379, "
+                          "or 'auto' on a node of the cluster")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise ConfigError(_unreachable(address, exc)) from exc
+
+
+def _unreachable(address: str, exc: BaseException) -> str:
+    return (f"cannot reach the Ray cluster at --ray-address {address} ({exc}); give the head's address as "
+            "printed by `ray start --head`, e.g. --ray-address 10.0.0.5:6379, or 'auto' on a node of the cluster")
 
 
 def run_on_ray(job: Callable[[X], R], items: Sequence[X], *, address: str | None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 import signal
 import subprocess
 import sys
@@ -146,3 +147,17 @@ def test_ctrl_c_cancels_the_ray_tasks_and_removes_their_containers_on_the_nodes(
     assert rc == 130
     assert "stopped: the run's Ray tasks were cancelled and their containers removed" in err
     assert docker_client.api.containers(all=True, filters={"label": mark}) == []
+
+
+def test_an_address_where_no_ray_head_answers_is_refused_at_once(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]          # closed again: nothing listens there
+    started = time.monotonic()
+    rc, _, err = _finish(_eval(tmp_path / "out", "--backend", "ray", "--ray-address", f"127.0.0.1:{port}"))
+    assert rc == 2 and time.monotonic() - started < 30
+    assert (f"cannot reach the Ray cluster at --ray-address 127.0.0.1:{port} ([Errno 111] Connection refused); "
+            "give the head's address as printed by `ray start --head`") in err
+    assert not (tmp_path / "out").exists()
+    rc, _, err = _finish(_eval(tmp_path / "out", "--backend", "ray", "--ray-address", "head-without-port"))
+    assert rc == 2 and "--ray-address 'head-without-port' is not HOST:PORT; e.g. --ray-address 10.0.0.5:6379" in err
