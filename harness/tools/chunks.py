@@ -15,6 +15,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+from harness.tools.lint import parse_python
+
 WINDOW = 40
 
 STOP = frozenset("""a an and are as at be but by can could did do does for from had has have he i if in
@@ -65,7 +67,7 @@ class Chunk:
 def chunk_file(path: str, text: str) -> list[Chunk]:
     if path.endswith((".py", ".pyi")):
         try:
-            return _python_chunks(path, text, ast.parse(text))
+            return _python_chunks(path, text, parse_python(text, path))
         except (SyntaxError, ValueError, RecursionError):
             pass
     return _windows(path, text.split("\n"), list(range(1, text.count("\n") + 2)), "lines")

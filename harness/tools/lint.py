@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import threading
 from collections import Counter
 from dataclasses import dataclass
 
@@ -33,6 +34,18 @@ class Problem:
         return f"line {self.line}: {self.message}"
 
 
+_PARSE_LOCK = threading.Lock()
+
+
+def parse_python(text: str, filename: str = "<file>") -> ast.Module:
+    """`ast.parse`, one call at a time in this process: CPython 3.11 before 3.11.8 shares the AST
+    constructor's recursion counter between threads and then fails at random with "SystemError: AST
+    constructor recursion depth mismatch" (python/cpython#106905); batch evaluation runs sessions
+    in threads."""
+    with _PARSE_LOCK:
+        return ast.parse(text, filename=filename)
+
+
 @functools.lru_cache(maxsize=8)
 def check(text: str, filename: str = "<file>") -> tuple[Problem, ...]:
     """Every pyflakes problem in `text`; a syntax error is one blocking problem.
@@ -40,7 +53,7 @@ def check(text: str, filename: str = "<file>") -> tuple[Problem, ...]:
     Cached: the text after one edit is the text before the next.
     """
     try:
-        tree = ast.parse(text, filename=filename)
+        tree = parse_python(text, filename)
     except SyntaxError as exc:
         return (Problem(exc.lineno or 1, f"syntax error: {exc.msg}", True),)
     except ValueError as exc:   # e.g. source holds NUL bytes
