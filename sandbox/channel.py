@@ -42,6 +42,7 @@ class Channel:
         if not hello.get("ready"):
             raise ChannelError(f"the channel server did not start: {hello!r}")
         self.server_pid = int(hello["pid"])
+        self.guarded = bool(hello.get("guarded"))   # the agent cannot reach the server through /proc
 
     def request(self, payload: dict[str, Any], timeout: float | None = 30.0) -> dict[str, Any]:
         """Send one request and wait for its answer.

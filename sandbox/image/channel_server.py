@@ -533,13 +533,29 @@ class Server:
         return result
 
 
+def make_undumpable() -> bool:
+    """PR_SET_DUMPABLE 0: the agent (same user) can no longer open this process's /proc files.
+
+    Without it a command could write forged answers into /proc/<this pid>/fd/1 (the host would take
+    them for the channel's) or rewrite this process through /proc/<pid>/mem. Commands are not
+    affected: exec() makes each of them dumpable again.
+    """
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(4, 0, 0, 0, 0) == 0   # PR_SET_DUMPABLE, SUID_DUMP_DISABLE
+    except (OSError, AttributeError, ImportError):
+        return False
+
+
 def main() -> int:
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    guarded = make_undumpable()
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     server = Server()
     server.kill_leftovers()   # orphans of a channel that died
-    write_frame(stdout, {"ok": True, "ready": True, "pid": server.me})
+    write_frame(stdout, {"ok": True, "ready": True, "pid": server.me, "guarded": guarded})
     while True:
         req = read_frame(stdin)
         if req is None:
