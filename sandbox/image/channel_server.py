@@ -100,7 +100,8 @@ class Capture:
             if self.save_file is None:
                 if self.total <= self.head_max:
                     return   # small outputs are never written to disk
-                self.save_file = open(self.save_path, "wb", buffering=0)
+                fd = os.open(self.save_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+                self.save_file = open(fd, "wb", buffering=0)   # never through a link planted there
                 self.saved = self.save_file.write(self.head[:before]) or 0
             if self.saved < self.save_max:
                 self.saved += self.save_file.write(chunk[: self.save_max - self.saved]) or 0

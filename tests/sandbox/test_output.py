@@ -81,3 +81,15 @@ def test_commands_still_run_when_the_agent_removes_the_output_folder(shared_box:
         shared_box.exec("rm -f /tmp/harness/output", timeout=10)
     again = shared_box.exec("seq 1 100000", timeout=30)
     assert again.stdout.saved_path is not None                  # the folder is made again when it can be
+
+
+def test_saving_output_never_follows_a_link_planted_at_the_next_path(shared_box: DockerSandbox) -> None:
+    probe = shared_box.exec("seq 1 100000", timeout=30)
+    assert probe.stdout.saved_path is not None
+    number = int(probe.stdout.saved_path.rsplit("cmd-", 1)[1].split(".")[0])
+    target = f"/tmp/harness/output/cmd-{number + 2}.stdout.txt"
+    shared_box.exec(f"echo precious > /workspace/precious.txt && ln -sf /workspace/precious.txt {target}",
+                    timeout=10)
+    flood = shared_box.exec("seq 1 100000", timeout=30)
+    assert flood.stdout.total_lines == 100000 and flood.stdout.saved_path is None
+    assert shared_box.exec("cat /workspace/precious.txt", timeout=10).stdout.text == "precious\n"
