@@ -26,7 +26,9 @@ from pathlib import Path
 MARKER = "HARNESS_RAY_CLUSTER"
 MiB = 1024 * 1024
 NODE_IP = "127.0.0.2"   # in the loopback range, yet not one Ray rewrites to the machine's address
-BASE_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
+# a test cluster on loopback: no token authentication (Ray turns it on when ~/.ray/auth_token exists),
+# no usage reports, no 30 s drain on stop
+BASE_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
 
 
 class ClusterError(RuntimeError):

@@ -99,7 +99,8 @@ def test_a_node_lost_mid_item_reruns_it_elsewhere_counted_as_infra_retry_and_its
     assert len(retried) == 1 and retried[0].infra_retries == 1
     lost, rerun = retried[0].attempts
     assert lost.pid == killed[0] and rerun.node_id != lost.node_id
-    assert any(name.startswith(f"harness-raytest-{retried[0].item[0]}-") for name in retried[0].reaped)
+    # the rerun reaps the lost attempt's container (`reaped` names it, unless another harness process
+    # on this machine reaped it first: every one reaps dead owners' containers at its first sandbox)
     left = docker_client.containers.list(all=True, filters={"label": f"harness.pid={killed[0]}"})
     assert left == []
 

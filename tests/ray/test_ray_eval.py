@@ -31,15 +31,14 @@ def _eval(out: Path, *extra: str, prelude: str = "") -> subprocess.Popen[str]:
     return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _finish(proc: subprocess.Popen[str], timeout: float = 400) -> tuple[int, dict[str, Any], str]:
+def _finish(proc: subprocess.Popen[str], timeout: float = 900) -> tuple[int, dict[str, Any], str]:
     stdout, stderr = proc.communicate(timeout=timeout)
     return proc.returncode, (json.loads(stdout) if stdout.strip() else {}), stderr
 
 
 def _kill_when_it_holds_a_container(cluster: LocalCluster, node: RayNode, docker_client: Any,
-                                    killed: list[str]) -> None:
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
+                                    killed: list[str], run: subprocess.Popen[str]) -> None:
+    while run.poll() is None:
         pids = {str(p) for p in _tree(node.process.pid)}
         for container in docker_client.api.containers(filters={"label": "harness.test=1"}):
             owner = (container.get("Labels") or {}).get("harness.pid")
@@ -67,10 +66,11 @@ def runs(ray_cluster: LocalCluster, ray_worker_for_module: RayNode, docker_clien
     rc, local, err = _finish(_eval(root / "local"))      # also builds the environment images once
     assert rc == 0, err
     killed: list[str] = []
+    run = _eval(root / "ray", "--backend", "ray", "--ray-address", ray_cluster.address)
     watcher = threading.Thread(target=_kill_when_it_holds_a_container,
-                               args=(ray_cluster, ray_worker_for_module, docker_client, killed))
+                               args=(ray_cluster, ray_worker_for_module, docker_client, killed, run))
     watcher.start()
-    rc, on_ray, err = _finish(_eval(root / "ray", "--backend", "ray", "--ray-address", ray_cluster.address))
+    rc, on_ray, err = _finish(run)
     watcher.join()
     assert rc == 0, err
     assert killed, "the worker node never ran an instance"
@@ -136,9 +136,9 @@ def test_ctrl_c_cancels_the_ray_tasks_and_removes_their_containers_on_the_nodes(
         ray_cluster: LocalCluster, ray_worker: RayNode, docker_client: Any, tmp_path: Path) -> None:
     mark = f"harness.raytest={uuid.uuid4().hex[:8]}"
     proc = _eval(tmp_path / "out", "--backend", "ray", "--ray-address", ray_cluster.address, "--label", mark)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 600      # environment images may still be built on a fresh machine
     running: list[Any] = []
-    while time.monotonic() < deadline and not running:
+    while time.monotonic() < deadline and not running and proc.poll() is None:
         running = docker_client.api.containers(filters={"label": mark})
         time.sleep(0.2)
     assert running, "no instance container started"
