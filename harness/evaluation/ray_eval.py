@@ -2,9 +2,10 @@
 
 On its node the task evaluates the instance exactly as the local backend does (`runner._instance`:
 environment image from that node's Docker cache, agent session, grading) into a node-local folder,
-then ships that folder back as a tar. The driver unpacks it into ``--out/instances/<id>/`` and hands
-the record to the runner, which writes predictions.jsonl and report.json as for the local backend;
-so outputs, `--resume` and the report are the same, and a driver that dies loses nothing finished.
+then ships that folder back as a tar. The driver unpacks it into ``--out/instances/<id>/`` (its `done`
+marker included) and records it as the runner's local loop does, rewriting predictions.jsonl and
+report.json; so outputs, `--resume` and the report are the same, and a driver that dies loses nothing
+already received.
 
 A node on another machine than the driver fetches the task's files from the driver through a small
 actor on the driver's node, which serves only the runner's task directories.
@@ -24,10 +25,10 @@ from typing import Any, Callable, Mapping
 
 from harness.config import Config, Secrets
 from harness.evaluation.instances import Prediction
-from harness.evaluation.report import InstanceRecord, instance_dir, write_done, write_outputs
-from harness.evaluation.tasks import Task
 from harness.evaluation.ray_backend import Outcome, connect, import_ray, quiet_stdout, run_on_ray
 from harness.evaluation.ray_resources import TaskResources
+from harness.evaluation.report import InstanceRecord, instance_dir, write_done, write_outputs
+from harness.evaluation.tasks import Task
 from sandbox.copy import pack_directory, safe_extract
 
 MAX_BYTES = 2 * 1024 ** 3       # an instance folder or a task's files shipped between nodes
