@@ -18,7 +18,6 @@ lines because it must be a single self-contained file copied into the image.
 from __future__ import annotations
 
 import base64
-import hashlib
 import io
 import json
 import os
@@ -28,7 +27,6 @@ import signal
 import struct
 import subprocess
 import sys
-import tarfile
 import time
 
 WORKDIR = "/workspace"
@@ -436,6 +434,7 @@ class Server:
         self.kill_leftovers()
 
     def op_read(self, req: dict) -> dict:
+        import hashlib   # imported when first needed: it, and tarfile, slow the channel's start-up
         path = os.path.join(WORKDIR, req["path"])
         real = os.path.realpath(path)
         digest = hashlib.sha256()
@@ -453,6 +452,7 @@ class Server:
         return {"realpath": real, "data": b64(bytes(kept)), "sha256": digest.hexdigest(), "size": size}
 
     def op_write(self, req: dict) -> dict:
+        import hashlib
         path = os.path.join(WORKDIR, req["path"])
         data = base64.b64decode(req["data"])
         expect = req.get("expect_sha256")
@@ -476,6 +476,7 @@ class Server:
         return {"written": True, "conflict": False, "sha256": hashlib.sha256(data).hexdigest()}
 
     def op_put_tar(self, req: dict) -> dict:
+        import tarfile
         dest = req.get("dest", WORKDIR)
         os.makedirs(dest, exist_ok=True)
         with tarfile.open(fileobj=io.BytesIO(base64.b64decode(req["data"])), mode="r:") as tar:
@@ -490,6 +491,7 @@ class Server:
         return {"count": len(members)}
 
     def op_get_tar(self, req: dict) -> dict:
+        import tarfile
         src = req.get("src", WORKDIR)
         max_bytes, max_files = int(req["max_bytes"]), int(req["max_files"])
         exclude = set(req.get("exclude", []))
