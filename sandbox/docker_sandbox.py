@@ -41,6 +41,7 @@ def container_options(spec: SandboxSpec) -> dict[str, Any]:
     tmpfs_opts = f"rw,nosuid,nodev,uid={AGENT_UID},gid={AGENT_UID},mode=0755"
     return {
         "network_mode": "none",                       # no interface but loopback: nothing leaves
+        "dns": ["127.0.0.1"], "dns_search": ["."],    # the host's resolver and search domains stay out
         # pid 1 and the idle main process run as `nobody`, never root; the channel and every command
         # run as the agent (exec user), who can therefore not signal them to stop the container
         "user": f"{IDLE_UID}:{IDLE_UID}",

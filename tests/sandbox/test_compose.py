@@ -20,6 +20,8 @@ def _service_line(key: str) -> str:
 def test_compose_matches_the_hardening_of_container_options() -> None:
     opts = container_options(SandboxSpec(image="x", session="s"))
     assert _service_line("network_mode") == opts["network_mode"] == "none"
+    assert _service_line("dns") == "[127.0.0.1]" and opts["dns"] == ["127.0.0.1"]
+    assert _service_line("dns_search") == "[.]" and opts["dns_search"] == ["."]
     # compose runs an operator's shell as the main process, so as the agent; the code runs its idle
     # main process as nobody and the agent's commands through `docker exec -u agent`
     assert _service_line("user") == f'"{AGENT_UID}:{AGENT_UID}"' and opts["user"] == "65534:65534"

@@ -61,6 +61,11 @@ def test_only_the_loopback_interface_exists_and_no_route_is_set(shared_box: Dock
     assert got == {"ifaces": ["lo"], "routes": []}
 
 
+def test_the_hosts_resolver_and_search_domains_are_not_inside(shared_box: DockerSandbox) -> None:
+    resolv = shared_box.exec("cat /etc/resolv.conf", timeout=10).stdout.text
+    assert resolv.strip() == "nameserver 127.0.0.1", resolv
+
+
 def test_dns_lookup_fails_to_resolve(shared_box: DockerSandbox) -> None:
     got = probe_json(shared_box, """
         import json, socket
