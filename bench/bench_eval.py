@@ -8,7 +8,7 @@
 2. Throughput: instances per minute for `--workers 1..4` on COPIES x the shipped tasks, and where
    adding workers stops helping on this machine.
 
-    .venv/bin/python bench/bench_eval.py [--copies 2] [--max-workers 4]
+    .venv/bin/python bench/bench_eval.py [--copies 2] [--max-workers 4] [--part overhead|throughput]
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -33,8 +34,8 @@ from sandbox.images import ensure_image  # noqa: E402
 MARK = "HARNESS-BENCH-SECONDS"
 
 
-def harness_eval(task_dirs: list[Path], out: Path, workers: int) -> float:
-    """Wall seconds of one `harness eval --model gold` run (the CLI, as a user runs it)."""
+def harness_eval(task_dirs: list[Path], out: Path, workers: int) -> tuple[float, dict[str, Any]]:
+    """Wall seconds and report of one `harness eval --model gold` run (the CLI, as a user runs it)."""
     cmd = [sys.executable, "-m", "harness.cli.main", "eval", *map(str, task_dirs), "--model", "gold",
            "--workers", str(workers), "--out", str(out), "--json", "--label", "harness.bench=1"]
     started = time.monotonic()
@@ -43,7 +44,17 @@ def harness_eval(task_dirs: list[Path], out: Path, workers: int) -> float:
     report = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
     if proc.returncode != 0 or report.get("resolved_instances") != len(task_dirs):
         raise SystemExit(f"harness eval failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
-    return wall
+    return wall, report
+
+
+def stage_sums(report: dict[str, Any]) -> str:
+    """Seconds per stage summed over the instances, and a warning if an image was built meanwhile."""
+    sums: dict[str, float] = {}
+    for row in report["instances"].values():
+        for stage, seconds in row["durations"].items():
+            sums[stage] = sums.get(stage, 0.0) + seconds
+    text = ", ".join(f"{k} {v:.2f}" for k, v in sums.items())
+    return text + ("   (an image was rebuilt during this run)" if sums.get("environment", 0) > 5 else "")
 
 
 def raw_test_time(task: Task, image: str, scratch: Path) -> tuple[float, float]:
@@ -59,6 +70,11 @@ def raw_test_time(task: Task, image: str, scratch: Path) -> tuple[float, float]:
     wall = time.monotonic() - started
     inside = float(next(line.split()[1] for line in out.splitlines() if line.startswith(MARK)))
     return inside, wall
+
+
+def warm(tasks: list[Task]) -> dict[str, str]:
+    """Build (outside any timing) every environment image the tasks need; their tags by task id."""
+    return {t.id: ensure_env_image(t, ensure_image(python=t.python)) for t in tasks}
 
 
 def copies_of(tasks: list[Path], copies: int, root: Path) -> list[Path]:
@@ -79,29 +95,44 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--copies", type=int, default=2, help="copies of the shipped tasks for throughput")
     parser.add_argument("--max-workers", type=int, default=4)
+    parser.add_argument("--part", choices=("both", "overhead", "throughput"), default="both")
     args = parser.parse_args()
     dirs = find_task_dirs([REPO / "tasks"])
     tasks = [load_task(d) for d in dirs]
     with tempfile.TemporaryDirectory(prefix="harness-bench-") as tmp:
         scratch = Path(tmp)
-        images = {t.id: ensure_env_image(t, ensure_image(python=t.python)) for t in tasks}
-        harness_eval(dirs, scratch / "warmup", 2)            # every image built, caches warm
-        raw = [raw_test_time(t, images[t.id], scratch / "trees") for t in tasks]
-        inside, docker_wall = sum(r[0] for r in raw), sum(r[1] for r in raw)
-        wall = harness_eval(dirs, scratch / "overhead", 2)
-        print(f"overhead ({len(tasks)} shipped tasks, --model gold, --workers 2, images cached):")
-        print(f"  harness eval wall time           {wall:7.2f} s")
-        print(f"  sum of raw test-command times    {inside:7.2f} s   overhead {100 * (wall / inside - 1):6.0f}%")
-        print(f"  sum of raw `docker run` times    {docker_wall:7.2f} s   overhead {100 * (wall / docker_wall - 1):6.0f}%")
-        many = copies_of(dirs, args.copies, scratch / "copies")
-        print(f"throughput ({len(many)} instances, --model gold):")
-        best = 0.0
-        for workers in range(1, args.max_workers + 1):
-            seconds = harness_eval(many, scratch / f"workers-{workers}", workers)
-            rate = 60 * len(many) / seconds
-            note = "" if rate > best * 1.05 else "   <- no longer helps"
-            best = max(best, rate)
-            print(f"  --workers {workers}: {seconds:7.2f} s   {rate:6.1f} instances/min{note}")
+        if args.part in ("both", "overhead"):
+            overhead(dirs, tasks, scratch)
+        if args.part in ("both", "throughput"):
+            throughput(dirs, tasks, scratch, args.copies, args.max_workers)
+
+
+def overhead(dirs: list[Path], tasks: list[Task], scratch: Path) -> None:
+    images = warm(tasks)
+    harness_eval(dirs, scratch / "warmup", 2)            # caches warm
+    raw = [raw_test_time(t, images[t.id], scratch / "trees") for t in tasks]
+    inside, docker_wall = sum(r[0] for r in raw), sum(r[1] for r in raw)
+    warm(tasks)
+    wall, report = harness_eval(dirs, scratch / "overhead", 2)
+    print(f"overhead ({len(tasks)} shipped tasks, --model gold, --workers 2, images cached):")
+    print(f"  harness eval wall time           {wall:7.2f} s   stage seconds summed: {stage_sums(report)}")
+    print(f"  sum of raw test-command times    {inside:7.2f} s   overhead {100 * (wall / inside - 1):6.0f}%")
+    print(f"  sum of raw `docker run` times    {docker_wall:7.2f} s   overhead {100 * (wall / docker_wall - 1):6.0f}%",
+          flush=True)
+
+
+def throughput(dirs: list[Path], tasks: list[Task], scratch: Path, copies: int, max_workers: int) -> None:
+    many = copies_of(dirs, copies, scratch / "copies")
+    print(f"throughput ({len(many)} instances, --model gold):")
+    best = 0.0
+    for workers in range(1, max_workers + 1):
+        warm(tasks)
+        seconds, report = harness_eval(many, scratch / f"workers-{workers}", workers)
+        rate = 60 * len(many) / seconds
+        note = "" if rate > best * 1.05 else "   <- no longer helps"
+        best = max(best, rate)
+        print(f"  --workers {workers}: {seconds:7.2f} s   {rate:6.1f} instances/min{note}   "
+              f"[{stage_sums(report)}]", flush=True)
 
 
 if __name__ == "__main__":
