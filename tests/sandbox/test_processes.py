@@ -119,3 +119,12 @@ def test_killing_every_process_of_the_agent_loses_only_the_channel(sandbox: Dock
     sandbox.restart_channel()
     assert sandbox.exec("cat kept.txt", timeout=10).stdout.text == "kept\n"
     _assert_only_baseline(sandbox)
+
+
+def test_a_command_that_closes_its_output_is_still_waited_for_and_timed(sandbox: DockerSandbox) -> None:
+    finished = sandbox.exec("echo early; exec >&- 2>&-; sleep 0.5; exit 4", timeout=10)
+    assert finished.exit_code == 4 and not finished.timed_out and finished.stdout.text == "early\n"
+    assert finished.duration >= 0.5
+    hung = sandbox.exec("exec >&- 2>&-; sleep 100", timeout=1)
+    assert hung.timed_out and hung.exit_code == 128 + 15
+    _assert_only_baseline(sandbox)
