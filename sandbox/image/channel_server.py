@@ -9,7 +9,9 @@ Operations: ping, exec, read, write, put_tar, get_tar. `exec` runs a command wit
 process group and session, stdin closed, output read with bounded memory (head, tail, lines that
 match an error pattern, and the first bytes saved to a file); on timeout the whole group gets
 SIGTERM, then SIGKILL after a grace period. After every command, every process the command left
-behind (daemons, setsid'd children, SIGTERM-ignoring loops) is killed.
+behind (daemons, setsid'd children, SIGTERM-ignoring loops) is killed. Between commands one bash is
+started ahead for the next command (see `start_spare`). The server makes itself non-dumpable so
+that commands, which run as the same user, cannot reach it through /proc (`make_undumpable`).
 
 Runs on the sandbox's own Python (3.9 or newer), standard library only. This file is over 250
 lines because it must be a single self-contained file copied into the image.
