@@ -130,7 +130,8 @@ class Sandbox(Protocol):
         """Run `command` with bash in its own process group.
 
         Raises:
-            ChannelClosed: the channel died (the result of the command is unknown).
+            ChannelClosed: the channel died or stopped answering (the result of the command is
+                unknown); the channel is not used again until `restart_channel()`.
         """
         ...
 
