@@ -163,3 +163,19 @@ def test_copying_out_twice_into_the_same_folder_replaces_what_is_there(sandbox: 
     sandbox.exec("echo v2 > README.md", timeout=10)
     sandbox.copy_out(tmp_path / "out")
     assert (tmp_path / "out" / "link").read_text() == "v2\n"
+
+
+def test_copy_in_refuses_a_project_over_the_caps_and_leaves_no_container(
+        sandbox_image: str, tmp_path: Path, docker_client) -> None:  # type: ignore[no-untyped-def]
+    from dataclasses import replace
+    from tests.sandbox.conftest import make_spec
+    project = tmp_path / "big"
+    project.mkdir()
+    for i in range(30):
+        (project / f"f{i}.txt").write_text("x")
+    spec = replace(make_spec(sandbox_image, project_dir=project), max_copy_files=20)
+    with pytest.raises(CopyError, match=r"holds more than the copy limit \(20 files or .* raise "
+                                         r"SandboxSpec.max_copy_bytes/max_copy_files"):
+        with DockerSandbox(spec):
+            pass
+    assert docker_client.containers.list(all=True, filters={"label": f"harness.session={spec.session}"}) == []
