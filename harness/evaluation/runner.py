@@ -173,13 +173,17 @@ def _jsonable(options: EvalOptions) -> dict[str, Any]:
 
 
 def remove_containers(run_id: str) -> int:
-    """Remove every container of the run `run_id` (running or not); returns how many."""
+    """Remove every container of the run `run_id` (running or not); returns how many.
+
+    The low-level listing is used because `containers.list()` inspects each container afterwards
+    and fails when one is removed in between, which is exactly what happens while a run unwinds.
+    """
     import docker
     client = docker.from_env()
-    containers = client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={run_id}"})
-    for container in containers:
+    found = client.api.containers(all=True, filters={"label": f"{RUN_LABEL}={run_id}"})
+    for entry in found:
         try:
-            container.remove(force=True, v=True)
+            client.api.remove_container(entry["Id"], force=True, v=True)
         except docker.errors.NotFound:
             pass
-    return len(containers)
+    return len(found)

@@ -60,8 +60,10 @@ def test_resume_refuses_another_model(tmp_path, docker_client, config_and_secret
                        config, secrets)
 
 
-def _containers(docker_client, run_label: str) -> list:  # type: ignore[no-untyped-def,type-arg]
-    return docker_client.containers.list(all=True, filters={"label": f"eval.test.run={run_label}"})
+def _containers(docker_client, run_label: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """Ids of the run's containers (low-level listing: containers come and go while we look)."""
+    found = docker_client.api.containers(all=True, filters={"label": f"eval.test.run={run_label}"})
+    return [c["Id"] for c in found]
 
 
 def test_ctrl_c_removes_every_container_and_resume_finishes_the_run(tmp_path, docker_client):
