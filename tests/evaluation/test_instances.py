@@ -123,3 +123,14 @@ def test_tasks_cli_check_list_export(tmp_path, capsys):
     assert main(["tasks", "export", str(TASKS / "cart"), "--out", str(tmp_path / "x.jsonl"),
                  "--repos", str(tmp_path / "r")]) == 0
     assert (tmp_path / "r" / "cart.tar.gz").is_file()
+
+
+def test_exported_instances_are_evaluated_from_their_tarballs(tmp_path, capsys, docker_client):
+    jsonl, repos = _export(tmp_path)
+    code = main(["eval", "--instances", str(jsonl), "--repos", str(repos), "--predictions", "gold",
+                 "--instance-ids", "pagination", "durations", "--out", str(tmp_path / "out"),
+                 "--label", "harness.test=1", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["resolved_ids"] == ["durations", "pagination"]
+    assert main(["eval", "--instances", str(jsonl), "--repos", str(repos), "--out", str(tmp_path / "x")]) == 2
+    assert "harness eval needs --model SPEC (e.g. --model gold" in capsys.readouterr().err
