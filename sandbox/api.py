@@ -126,8 +126,11 @@ class Sandbox(Protocol):
 
     def exec(self, command: str, timeout: float = 60.0, *, cwd: str = WORKDIR,
              env: dict[str, str] | None = None, error_pattern: str | None = None,
-             save_output: bool = True) -> ExecResult:
+             save_output: bool = True, save_over: tuple[int, int] = (0, 0)) -> ExecResult:
         """Run `command` with bash in its own process group.
+
+        Output beyond what is kept in memory is saved under OUTPUT_DIR (bounded); with `save_over`
+        = (bytes, lines), also any output larger than that (the caller's display budget).
 
         Raises:
             ChannelClosed: the channel died or stopped answering (the result of the command is

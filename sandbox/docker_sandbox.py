@@ -163,10 +163,14 @@ class DockerSandbox:
     # ---- commands and files ------------------------------------------------------------------
     def exec(self, command: str, timeout: float = 60.0, *, cwd: str = WORKDIR,
              env: dict[str, str] | None = None, error_pattern: str | None = None,
-             save_output: bool = True, head_bytes: int = 32768, tail_bytes: int = 32768) -> ExecResult:
+             save_output: bool = True, head_bytes: int = 32768, tail_bytes: int = 32768,
+             save_over: tuple[int, int] = (0, 0)) -> ExecResult:
+        """See `Sandbox.exec`. `save_over` = (bytes, lines): also save outputs larger than this (the
+        caller's display budget), not only those larger than the head kept in memory."""
         answer = self._request({"op": "exec", "command": command, "timeout": timeout, "cwd": cwd,
                                 "env": self._env(env), "error_pattern": error_pattern, "save": save_output,
-                                "output_dir": OUTPUT_DIR, "head_bytes": head_bytes, "tail_bytes": tail_bytes},
+                                "output_dir": OUTPUT_DIR, "head_bytes": head_bytes, "tail_bytes": tail_bytes,
+                                "save_over_bytes": save_over[0], "save_over_lines": save_over[1]},
                                timeout=timeout + 30)
         if "spawn_error" in answer:
             raise SandboxError(f"could not start bash in the sandbox: {answer['spawn_error']}")

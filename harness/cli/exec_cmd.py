@@ -10,7 +10,7 @@ from pathlib import Path
 from harness.cli.common import open_sandbox
 from harness.config import load
 from harness.errors import ConfigError
-from harness.tools.truncation import ERROR_PATTERN, Budget, format_observation
+from harness.tools.shell import budget_of, run_command
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -32,9 +32,7 @@ def _run(args: argparse.Namespace) -> int:
     config = load()[0]
     timeout = args.timeout if args.timeout is not None else config.tools.command_timeout
     with open_sandbox(args.dir, config, quiet=args.json) as box:
-        result = box.exec(command, timeout=timeout, error_pattern=ERROR_PATTERN)
-    t = config.tools
-    observation = format_observation(result, Budget(t.output_max_lines, t.output_max_bytes, t.error_lines_max))
+        result, observation = run_command(box, command, timeout, budget_of(config.tools))
     if args.json:
         print(json.dumps({"observation": observation, **dataclasses.asdict(result)}, ensure_ascii=False))
     else:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.cli.common import open_sandbox
 from harness.config import load
-from harness.tools.truncation import ERROR_PATTERN, Budget, format_observation
+from harness.tools.shell import budget_of, run_command
 
 BANNER = ("sandbox shell: each line runs as the model's bash tool would run it (no network, fresh process "
           "group, output shown as the model sees it). Ctrl-D or 'exit' to leave; the sandbox is removed.")
@@ -24,7 +24,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 def _run(args: argparse.Namespace) -> int:
     config = load()[0]
     t = config.tools
-    budget = Budget(t.output_max_lines, t.output_max_bytes, t.error_lines_max)
+    budget = budget_of(t)
     timeout = args.timeout if args.timeout is not None else t.command_timeout
     with open_sandbox(args.dir, config) as box:
         print(BANNER, file=sys.stderr)
@@ -37,4 +37,4 @@ def _run(args: argparse.Namespace) -> int:
             if line.strip() in ("exit", "quit"):
                 return 0
             if line.strip():
-                print(format_observation(box.exec(line, timeout=timeout, error_pattern=ERROR_PATTERN), budget))
+                print(run_command(box, line, timeout, budget)[1])

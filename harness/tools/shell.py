@@ -8,6 +8,7 @@ from harness.config import ToolsConfig
 from harness.errors import ToolError
 from harness.tools.base import Effect, Tool, ToolContext
 from harness.tools.truncation import ERROR_PATTERN, Budget, format_observation
+from sandbox.api import ExecResult, Sandbox
 from sandbox.errors import ChannelClosed
 
 DESCRIPTION = (
@@ -19,21 +20,35 @@ DESCRIPTION = (
     "reading and changing files.")
 
 
+def budget_of(config: ToolsConfig) -> Budget:
+    return Budget(max_lines=config.output_max_lines, max_bytes=config.output_max_bytes,
+                  error_lines=config.error_lines_max)
+
+
+def run_command(sandbox: Sandbox, command: str, timeout: float, budget: Budget) -> tuple[ExecResult, str]:
+    """Run `command` as the model's shell does; return the result and the observation the model reads.
+
+    Outputs the observation would cut are saved in full in the sandbox (even small ones), so the
+    omission note can always point at a file to page.
+    """
+    result = sandbox.exec(command, timeout=timeout, error_pattern=ERROR_PATTERN,
+                          save_over=(budget.max_bytes // 4, budget.max_lines // 4))
+    return result, format_observation(result, budget)
+
+
 def bash_tool(config: ToolsConfig) -> Tool:
-    budget = Budget(max_lines=config.output_max_lines, max_bytes=config.output_max_bytes,
-                    error_lines=config.error_lines_max)
+    budget = budget_of(config)
     default_timeout = config.command_timeout
 
     def run(ctx: ToolContext, command: str, timeout: float | None = None) -> str:
         seconds = float(timeout if timeout is not None else default_timeout)
         try:
-            result = ctx.sandbox.exec(command, timeout=seconds, error_pattern=ERROR_PATTERN)
+            return run_command(ctx.sandbox, command, seconds, budget)[1]
         except ChannelClosed as exc:
             ctx.sandbox.restart_channel()
             raise ToolError(f"the sandbox's command channel died while running {command!r} (often the memory "
                             f"limit killing it); it has been restarted, and the command's outcome is unknown: "
                             f"check its effects before running it again. Detail: {exc}") from exc
-        return format_observation(result, budget)
 
     parameters: dict[str, Any] = {
         "type": "object",

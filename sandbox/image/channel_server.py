@@ -63,7 +63,7 @@ class Capture:
     """One output stream: counted in full, kept in bounded pieces."""
 
     def __init__(self, head_max: int, tail_max: int, save_path: str | None, save_max: int,
-                 error_re: re.Pattern | None, error_max: int) -> None:
+                 error_re: re.Pattern | None, error_max: int, save_over: tuple = (0, 0)) -> None:
         self.head = bytearray()
         self.tail = bytearray()
         self.head_max, self.tail_max = head_max, tail_max
@@ -76,6 +76,9 @@ class Capture:
         self.carry = b""
         self.save_path, self.save_max, self.saved = save_path, save_max, 0
         self.save_file = None   # opened only once the output outgrows the head
+        # the host's own budget (bytes, lines): an output it will cut is saved even when the head holds
+        # all of it, so the model can always page what it was not shown
+        self.save_over = save_over
 
     def feed(self, chunk: bytes) -> None:
         before = self.total
@@ -95,10 +98,10 @@ class Capture:
         else:
             self.lines += chunk.count(b"\n")
 
-    def _save(self, chunk: bytes, before: int) -> None:
+    def _save(self, chunk: bytes, before: int, force: bool = False) -> None:
         try:
             if self.save_file is None:
-                if self.total <= self.head_max:
+                if self.total <= self.head_max and not force:
                     return   # small outputs are never written to disk
                 fd = os.open(self.save_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
                 self.save_file = open(fd, "wb", buffering=0)   # never through a link planted there
@@ -160,9 +163,13 @@ class Capture:
         else:
             head, tail, truncated = bytes(self.head), bytes(self.tail[-self.tail_max:]), True
         saved_path = None
+        over_bytes, over_lines = self.save_over
+        cut = truncated or (over_bytes and self.total > over_bytes) or (over_lines and self.lines > over_lines)
+        if cut and keep_saved and self.save_file is None and self.save_path:
+            self._save(b"", self.total, force=True)
         if self.save_file is not None:
             self.save_file.close()
-            if truncated and keep_saved and self.saved:
+            if cut and keep_saved and self.saved:
                 saved_path = self.save_path
             else:
                 os.unlink(self.save_path)
@@ -290,7 +297,8 @@ class Server:
         for name in ("stdout", "stderr"):
             path = f"{out_dir}/cmd-{self.counter}.{name}.txt" if out_dir else None
             caps.append(Capture(req.get("head_bytes", 32768), req.get("tail_bytes", 32768), path,
-                                req.get("save_bytes", 8 << 20), error_re, req.get("error_lines", 50)))
+                                req.get("save_bytes", 8 << 20), error_re, req.get("error_lines", 50),
+                                (int(req.get("save_over_bytes", 0)), int(req.get("save_over_lines", 0)))))
         env, cwd = req.get("env") or {}, req.get("cwd", WORKDIR)
         self.killed = set()
         started = time.monotonic()
