@@ -81,7 +81,8 @@ class DockerSandbox:
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> "DockerSandbox":
-        self.start()
+        if self.container is None:   # `with` over an already started sandbox must not start a second one
+            self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -92,8 +93,11 @@ class DockerSandbox:
 
         Raises:
             DockerUnavailable, ImageError, CopyError, ChannelError.
+            SandboxError: it is already started.
         """
         global _reaped_this_process
+        if self.container is not None:
+            raise SandboxError(f"sandbox {self.session!r} is already started; use it, or close() it first")
         self._client = client_or_default(self._client)
         if not _reaped_this_process:
             reap(self._client)

@@ -5,18 +5,25 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 from pathlib import Path
 
 from harness.cli.common import open_sandbox
 from harness.config import load
-from harness.errors import ConfigError
+from harness.errors import ConfigError, HarnessError
 from harness.tools.shell import budget_of, run_command
+from sandbox.errors import SandboxError
+
+EXIT_HARNESS_FAILED = 125   # as `docker run`: the harness itself failed, the command did not run or its
+EXIT_TIMEOUT = 124          # outcome is unknown; 124 as `timeout(1)`: the command was killed at its timeout
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("exec", help="run one command in a fresh sandbox and print what the model would see",
                        description="Opens a fresh sandbox holding DIR's files, runs COMMAND through the shell "
-                                   "tool, prints the observation and exits with the command's exit code.")
+                                   "tool, prints the observation and exits with the command's exit code; "
+                                   "124 when it was killed at its timeout, 125 when the harness itself failed "
+                                   "(bad input, no Docker, no image).")
     p.add_argument("--dir", type=Path, default=None, help="project folder copied into /workspace (default: none)")
     p.add_argument("--timeout", type=float, default=None, help="seconds before the command is killed")
     p.add_argument("--json", action="store_true", help="print the structured result as JSON")
@@ -25,6 +32,14 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 
 
 def _run(args: argparse.Namespace) -> int:
+    try:
+        return _exec(args)
+    except (HarnessError, SandboxError) as exc:
+        print(f"harness exec: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_HARNESS_FAILED
+
+
+def _exec(args: argparse.Namespace) -> int:
     words = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not words:
         raise ConfigError("no command given; put it after --, e.g. harness exec --dir . -- python -m pytest -q")
@@ -37,4 +52,4 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps({"observation": observation, **dataclasses.asdict(result)}, ensure_ascii=False))
     else:
         print(observation)
-    return 124 if result.timed_out else result.exit_code
+    return EXIT_TIMEOUT if result.timed_out else result.exit_code

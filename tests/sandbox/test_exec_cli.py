@@ -46,13 +46,13 @@ def test_exec_timeout_exits_124_and_says_it_was_killed() -> None:
 
 def test_exec_without_a_command_explains_how_to_give_one() -> None:
     done = _exec("--dir", ".")
-    assert done.returncode != 0
+    assert done.returncode == 125
     assert "no command given; put it after --, e.g. harness exec --dir . -- python -m pytest -q" in done.stderr
 
 
 def test_exec_with_a_missing_folder_says_which_and_what_to_pass(tmp_path: Path) -> None:
     done = _exec("--dir", str(tmp_path / "nope"), "--", "true")
-    assert done.returncode != 0
+    assert done.returncode == 125
     assert f"project directory {str(tmp_path / 'nope')!r} does not exist" in done.stderr
 
 
@@ -69,5 +69,5 @@ def test_exec_without_a_docker_daemon_says_how_to_start_one(tmp_path: Path) -> N
     env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
     done = subprocess.run([HARNESS, "exec", "--", "true"], capture_output=True, text=True, timeout=120, cwd=REPO,
                           env=env)
-    assert done.returncode != 0
+    assert done.returncode == 125
     assert "cannot reach the Docker daemon" in done.stderr and "start it" in done.stderr

@@ -150,3 +150,17 @@ def test_a_late_answer_is_never_taken_for_the_next_commands(sandbox: DockerSandb
         sandbox.exec("echo next", timeout=10)
     sandbox.restart_channel()
     assert sandbox.exec("echo next", timeout=10).stdout.text == "next\n"
+
+
+def test_with_over_an_already_started_sandbox_makes_no_second_container(sandbox_image: str, docker_client) -> None:
+    from sandbox.api import SandboxSpec
+    from sandbox.docker_sandbox import DockerSandbox
+    from sandbox.errors import SandboxError
+    box = DockerSandbox(SandboxSpec(image=sandbox_image, session="twice", labels={"harness.test": "1"}))
+    box.start()
+    with box:
+        with pytest.raises(SandboxError, match="already started"):
+            box.start()
+        mine = docker_client.containers.list(all=True, filters={"label": "harness.session=twice"})
+        assert [c.id for c in mine] == [box.container.id]
+    assert docker_client.containers.list(all=True, filters={"label": "harness.session=twice"}) == []
