@@ -91,17 +91,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         import docker
         client = docker.from_env()
         managed = {"label": ["harness.managed=true"]}
-        left = [c for c in client.containers.list(all=True, filters=managed)
-                if _leaked(c.labels, _created(c.attrs.get("Created", "")))]
-        vols = [v for v in client.volumes.list(filters=managed)
-                if _leaked(v.attrs.get("Labels") or {}, _created(v.attrs.get("CreatedAt", "")))]
+        # the low-level list: it never inspects, so a container removed meanwhile cannot fail the check
+        left = [c for c in client.api.containers(all=True, filters=managed)
+                if _leaked(c.get("Labels") or {}, float(c.get("Created", 0)))]
+        vols = [v for v in client.api.volumes(filters=managed).get("Volumes") or []
+                if _leaked(v.get("Labels") or {}, _created(v.get("CreatedAt", "")))]
     except Exception:  # noqa: BLE001 - no Docker: the Docker tests already failed saying so
         return
     if left or vols:
-        names = [c.name for c in left] + [v.name for v in vols]
+        names = [(c.get("Names") or [c["Id"]])[0].lstrip("/") for c in left] + [v["Name"] for v in vols]
         for c in left:
-            c.remove(force=True)
+            client.api.remove_container(c["Id"], force=True, v=True)
         for v in vols:
-            v.remove(force=True)
+            client.api.remove_volume(v["Name"], force=True)
         print(f"\nLEAK: tests left {len(names)} container(s)/volume(s) behind: {names} (removed now)")
         session.exitstatus = 1
