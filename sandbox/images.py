@@ -120,7 +120,7 @@ def ensure_image(python: str = "3.11", base: str = "auto", *, client: docker.Doc
         raise ImageError(f"--base must be auto, registry or debootstrap, got {base!r}; e.g. --base debootstrap")
     for mode in (("registry", "debootstrap") if base == "auto" else (base,)):
         tag = image_tag(python, mode)
-        if not force and _exists(client, tag):
+        if not force and image_exists(client, tag):
             return tag
     with _build_lock(python):
         if base == "auto":
@@ -130,7 +130,7 @@ def ensure_image(python: str = "3.11", base: str = "auto", *, client: docker.Doc
         else:
             mode = base
         tag = image_tag(python, mode)
-        if not force and _exists(client, tag):
+        if not force and image_exists(client, tag):
             return tag
         started = time.monotonic()
         if mode == "registry":
@@ -143,7 +143,7 @@ def ensure_image(python: str = "3.11", base: str = "auto", *, client: docker.Doc
         return tag
 
 
-def _exists(client: docker.DockerClient, tag: str) -> bool:
+def image_exists(client: docker.DockerClient, tag: str) -> bool:
     try:
         client.images.get(tag)
         return True
@@ -169,7 +169,7 @@ def ensure_debian_base(client: docker.DockerClient, python: str, progress: Progr
     release = release_for(python)
     h = hashlib.sha256(f"{release}\n{' '.join(DEBIAN_PACKAGES)}".encode()).hexdigest()[:12]
     tag = f"{BASE_REPOSITORY}:{release}-{h}"
-    if not force and _exists(client, tag):
+    if not force and image_exists(client, tag):
         return tag
     debootstrap = shutil.which("debootstrap") or ("/usr/sbin/debootstrap" if os.path.exists("/usr/sbin/debootstrap") else None)
     if debootstrap is None:
@@ -213,15 +213,26 @@ def _run_debootstrap(cmd: list[str], progress: Progress) -> None:
 def _docker_build(client: docker.DockerClient, dockerfile: str, tag: str, buildargs: dict[str, str],
                   progress: Progress, network: bool) -> None:
     progress(f"docker build {dockerfile} -> {tag}")
-    repo, _, version = tag.partition(":")
+    version = tag.partition(":")[2]
+    build_context(client, IMAGE_DIR, tag, labels={HASH_LABEL: version.rsplit("-", 1)[-1]}, progress=progress,
+                  dockerfile=dockerfile, buildargs=buildargs, network=network)
+
+
+def build_context(client: docker.DockerClient, context: Path, tag: str, *, labels: dict[str, str],
+                  progress: Progress = _quiet, dockerfile: str = "Dockerfile",
+                  buildargs: dict[str, str] | None = None, network: bool = False) -> None:
+    """`docker build` of `context` into `tag` (labelled as the harness's), reporting each step.
+
+    Raises:
+        ImageError: the build failed; the message holds Docker's error and the last lines of the log.
+    """
     logs: list[str] = []
     try:
-        for chunk in client.api.build(path=str(IMAGE_DIR), dockerfile=dockerfile, tag=tag, buildargs=buildargs,
-                                      labels={HASH_LABEL: version.rsplit("-", 1)[-1], "harness.managed": "true"},
-                                      rm=True, forcerm=True, decode=True,
-                                      network_mode=None if network else "none"):
+        for chunk in client.api.build(path=str(context), dockerfile=dockerfile, tag=tag, buildargs=buildargs or {},
+                                      labels={**labels, "harness.managed": "true"}, rm=True, forcerm=True,
+                                      decode=True, network_mode=None if network else "none"):
             if "error" in chunk:
-                raise ImageError(f"building {tag} failed: {chunk['error'].strip()}\n" + "".join(logs[-20:]))
+                raise ImageError(f"building {tag} failed: {chunk['error'].strip()}\n" + "".join(logs[-30:]))
             text = chunk.get("stream", "")
             if text:
                 logs.append(text)

@@ -24,7 +24,8 @@ import docker.errors
 from harness.evaluation.tasks import Task
 from harness.evaluation.wheelhouse import WheelhouseError, applicable, build_wheelhouse
 from sandbox.docker_client import client_or_default
-from sandbox.errors import SandboxError
+from sandbox.errors import ImageError, SandboxError
+from sandbox.images import build_context, image_exists
 
 REPOSITORY = "harness-env"
 HASH_LABEL = "harness.env.hash"
@@ -87,7 +88,7 @@ def ensure_env_image(task: Task, base_image: str, *, client: docker.DockerClient
     digest = env_hash(task, base_image)
     tag = f"{REPOSITORY}:{digest}"
     with _lock(digest):
-        if _exists(client, tag):
+        if image_exists(client, tag):
             return tag
         started = time.monotonic()
         progress(f"building environment {tag} for {task.id}: Python {task.python}, "
@@ -115,28 +116,10 @@ def _context(task: Task, base_image: str, ctx: Path, progress: Progress) -> None
 
 
 def _build(client: docker.DockerClient, ctx: Path, tag: str, digest: str, progress: Progress) -> None:
-    logs: list[str] = []
     try:
-        for chunk in client.api.build(path=str(ctx), tag=tag, rm=True, forcerm=True, decode=True,
-                                      network_mode="none", labels={HASH_LABEL: digest, "harness.managed": "true"}):
-            if "error" in chunk:
-                raise EnvironmentBuildError(f"building {tag} failed: {chunk['error'].strip()}\n"
-                                            + "".join(logs[-30:]))
-            text = chunk.get("stream", "")
-            if text:
-                logs.append(text)
-                if text.startswith("Step "):
-                    progress(text.strip())
-    except docker.errors.APIError as exc:
-        raise EnvironmentBuildError(f"building {tag} failed: {exc}") from exc
-
-
-def _exists(client: docker.DockerClient, tag: str) -> bool:
-    try:
-        client.images.get(tag)
-        return True
-    except docker.errors.ImageNotFound:
-        return False
+        build_context(client, ctx, tag, labels={HASH_LABEL: digest}, progress=progress)
+    except ImageError as exc:
+        raise EnvironmentBuildError(str(exc)) from exc
 
 
 def _lock(digest: str) -> threading.Lock:
