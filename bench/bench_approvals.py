@@ -1,6 +1,6 @@
 """Figures of the approval queue, printed (not asserted):
 
-    .venv/bin/python tests/approval/bench_approvals.py
+    .venv/bin/python bench/bench_approvals.py
 
 1. queue throughput: submit + decide + claim + finish cycles per second on one SQLite file (WAL);
 2. resume latency: from `harness approvals approve ID` returning to the request reaching the counting
@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.approval.queue import ApprovalQueue  # noqa: E402
 from tests.approval.helpers import CountingServer, finish_call, harness_cli, start_call, wait_for  # noqa: E402
