@@ -2,21 +2,24 @@
 
 Exit codes: 0 success; 1 the job ran and failed (tests failed, command exited non-zero is passed
 through by `harness exec`); 2 bad input; 3 infrastructure (Docker, image, model API) failure;
-130 interrupted.
+130 interrupted (Ctrl-C or SIGTERM; containers are removed first); 141 the output pipe closed.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
+import threading
 
 from harness.errors import ConfigError, HarnessError, TaskError
 from sandbox.errors import DockerUnavailable, SandboxError
 
 SUBCOMMANDS = ["demo", "run", "exec", "shell", "sandbox", "tools", "approvals", "tasks", "eval"]
 
-EXIT_FAILED, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 1, 2, 3, 130
+EXIT_FAILED, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 1, 2, 3, 130, 141
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,11 +34,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _terminate(signum: int, _frame: object) -> None:
+    """SIGTERM unwinds like Ctrl-C, so every `with` block removes its containers on the way out."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         return int(args.func(args) or 0)
+    except BrokenPipeError:
+        # the reader went away (`harness tools | head`): stop quietly, as other command-line tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         print("interrupted; containers of this run were removed", file=sys.stderr)
         return EXIT_INTERRUPTED
