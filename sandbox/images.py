@@ -37,6 +37,7 @@ IMAGE_DIR = Path(__file__).parent / "image"
 REPOSITORY = "harness-sandbox"
 BASE_REPOSITORY = "harness-base"
 HASH_LABEL = "harness.image.hash"
+BASE_LABEL = "harness.base"   # on images built FROM a sandbox image: which one (prune removes them with it)
 PYTHON_RELEASES = {"3.9": "bullseye", "3.11": "bookworm", "3.13": "trixie"}
 DEBIAN_PACKAGES = ["python3", "python3-pip", "python3-venv", "python3-pytest", "python3-pyflakes",
                    "git", "procps", "ca-certificates", "patch", "less"]
@@ -240,3 +241,47 @@ def build_context(client: docker.DockerClient, context: Path, tag: str, *, label
                     progress(text.strip())
     except docker.errors.APIError as exc:
         raise ImageError(f"building {tag} failed: {exc}") from exc
+
+
+def current_tags() -> set[str]:
+    """The sandbox and base image tags the present sources would build, for every Python version."""
+    tags = set()
+    for python, release in PYTHON_RELEASES.items():
+        tags |= {image_tag(python, "registry"), image_tag(python, "debootstrap")}
+        h = hashlib.sha256(f"{release}\n{' '.join(DEBIAN_PACKAGES)}".encode()).hexdigest()[:12]
+        tags.add(f"{BASE_REPOSITORY}:{release}-{h}")
+    return tags
+
+
+def stale_images(client: docker.DockerClient) -> list[tuple[str, str]]:
+    """(id, name) of the harness's images that the present sources no longer use: sandbox and base
+    images of older inputs, images built on those (BASE_LABEL), and untagged leftovers of rebuilds."""
+    current = current_tags()
+    stale = []
+    for image in client.api.images(filters={"label": "harness.managed=true"}):
+        tags = [t for t in image.get("RepoTags") or [] if t != "<none>:<none>"]
+        ours = [t for t in tags if t.startswith((REPOSITORY + ":", BASE_REPOSITORY + ":"))]
+        base = (image.get("Labels") or {}).get(BASE_LABEL)
+        if not tags or (ours and not current & set(ours)) or (base and base not in current):
+            stale.append((image["Id"], tags[0] if tags else image["Id"][7:19]))
+    return stale
+
+
+def prune(client: docker.DockerClient, dry_run: bool = False) -> tuple[list[str], list[str]]:
+    """Remove `stale_images`; returns (removed, kept because a container still uses them)."""
+    removed, in_use = [], []
+    for image_id, name in stale_images(client):
+        if dry_run:
+            removed.append(name)
+            continue
+        try:
+            for ref in [t for t in client.api.inspect_image(image_id).get("RepoTags") or []] or [image_id]:
+                client.api.remove_image(ref, noprune=False)   # never forced: an image in use stays
+            removed.append(name)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:
+                raise
+            in_use.append(name)
+    return removed, in_use

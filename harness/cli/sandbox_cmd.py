@@ -7,7 +7,7 @@ import json
 
 from harness.cli.common import stderr_progress
 from sandbox.docker_client import client_or_default
-from sandbox.images import PYTHON_RELEASES, ensure_image
+from sandbox.images import PYTHON_RELEASES, ensure_image, prune
 from sandbox.reaper import reap
 
 
@@ -24,6 +24,10 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     r.add_argument("--all", action="store_true", help="remove every harness container, even of live runs")
     r.add_argument("--json", action="store_true", help="print the removed names as JSON")
     r.set_defaults(func=_reap)
+    pr = actions.add_parser("prune", help="remove sandbox and environment images the present sources no longer use")
+    pr.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    pr.add_argument("--json", action="store_true", help="print the result as JSON")
+    pr.set_defaults(func=_prune)
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -39,4 +43,16 @@ def _reap(args: argparse.Namespace) -> int:
         print(json.dumps(removed))
     else:
         print(f"removed {len(removed)}: {', '.join(removed)}" if removed else "nothing to remove")
+    return 0
+
+
+def _prune(args: argparse.Namespace) -> int:
+    removed, in_use = prune(client_or_default(), dry_run=args.dry_run)
+    if args.json:
+        print(json.dumps({"removed": removed, "in_use": in_use, "dry_run": args.dry_run}))
+        return 0
+    verb = "would remove" if args.dry_run else "removed"
+    print(f"{verb} {len(removed)} image(s)" + (f": {', '.join(removed)}" if removed else ""))
+    if in_use:
+        print(f"kept {len(in_use)} still used by a container: {', '.join(in_use)}")
     return 0

@@ -25,7 +25,7 @@ from harness.evaluation.tasks import Task
 from harness.evaluation.wheelhouse import WheelhouseError, applicable, build_wheelhouse
 from sandbox.docker_client import client_or_default
 from sandbox.errors import ImageError, SandboxError
-from sandbox.images import build_context, image_exists
+from sandbox.images import BASE_LABEL, build_context, image_exists
 
 REPOSITORY = "harness-env"
 HASH_LABEL = "harness.env.hash"
@@ -95,7 +95,7 @@ def ensure_env_image(task: Task, base_image: str, *, client: docker.DockerClient
                  f"{len(task.requirements)} requirement(s)" + (", project installed" if task.install_cmd else ""))
         with tempfile.TemporaryDirectory(prefix="harness-env-") as tmp:
             _context(task, base_image, Path(tmp), progress)
-            _build(client, Path(tmp), tag, digest, progress)
+            _build(client, Path(tmp), tag, digest, base_image, progress)
         progress(f"built {tag} in {time.monotonic() - started:.1f}s")
         return tag
 
@@ -115,9 +115,10 @@ def _context(task: Task, base_image: str, ctx: Path, progress: Progress) -> None
                         ignore=shutil.ignore_patterns("__pycache__", ".git"))
 
 
-def _build(client: docker.DockerClient, ctx: Path, tag: str, digest: str, progress: Progress) -> None:
+def _build(client: docker.DockerClient, ctx: Path, tag: str, digest: str, base_image: str,
+           progress: Progress) -> None:
     try:
-        build_context(client, ctx, tag, labels={HASH_LABEL: digest}, progress=progress)
+        build_context(client, ctx, tag, labels={HASH_LABEL: digest, BASE_LABEL: base_image}, progress=progress)
     except ImageError as exc:
         raise EnvironmentBuildError(str(exc)) from exc
 
