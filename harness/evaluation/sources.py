@@ -104,8 +104,9 @@ def _run(cmd: list[str], data: str, root: Path, env: dict[str, str]) -> "subproc
     return subprocess.run(cmd, input=data, text=True, cwd=root, env=env, capture_output=True, timeout=120)
 
 
-def patched_files(patch: str) -> list[str]:
-    """The paths (relative to the project root) a unified diff touches, before and after."""
+def patched_files(patch: str, existing_only: bool = False) -> list[str]:
+    """The paths (relative to the project root) a unified diff touches, before and after; with
+    `existing_only`, only the files it modifies or deletes (not those it creates)."""
     from unidiff import PatchSet
     try:
         patch_set = PatchSet.from_string(patch)
@@ -114,7 +115,9 @@ def patched_files(patch: str) -> list[str]:
                         "`+++ b/x` headers followed by @@ hunks") from exc
     paths: list[str] = []
     for f in patch_set:
-        for name in (f.source_file, f.target_file):
+        if existing_only and f.is_added_file:
+            continue
+        for name in (f.source_file,) if existing_only else (f.source_file, f.target_file):
             if name and name != "/dev/null":
                 rel = name[2:] if name[:2] in ("a/", "b/") else name
                 if rel not in paths:

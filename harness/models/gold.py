@@ -15,25 +15,18 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from harness.errors import ModelError
+from harness.errors import ModelError, TaskError
+from harness.evaluation.sources import patched_files
 from harness.messages import Message, TextBlock, ToolUse
 from harness.models.base import ModelResponse, Usage
 
 
 def _existing_files(patch: str) -> list[str]:
     """Files the patch modifies or deletes (those it creates need no viewing)."""
-    from unidiff import PatchSet
     try:
-        patch_set = PatchSet.from_string(patch)
-    except Exception as exc:  # noqa: BLE001 - unidiff raises several exception types
-        raise ModelError(f"the gold patch is not a unified diff ({exc}); check it with "
-                         "`harness tasks check`") from exc
-    files = []
-    for f in patch_set:
-        if not f.is_added_file:
-            name = f.source_file
-            files.append(name[2:] if name.startswith("a/") else name)
-    return files
+        return patched_files(patch, existing_only=True)
+    except TaskError as exc:
+        raise ModelError(f"the gold patch is {exc}; check it with `harness tasks check`") from exc
 
 
 class GoldModel:
