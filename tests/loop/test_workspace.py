@@ -33,6 +33,6 @@ def test_patch_holds_edits_new_and_deleted_files_but_no_caches(sandbox, project_
 
 def test_baseline_leaves_no_git_folder_in_the_workspace(sandbox) -> None:
     start_baseline(sandbox)
-    assert not sandbox.exec("test -e /workspace/.git").ok
+    assert sandbox.exec("test -e /workspace/.git").exit_code == 1   # test(1): 1 = does not exist
     assert sandbox.exec(f"test -d {GIT_DIR}").ok                      # positive control: it is elsewhere
     assert sandbox_patch(sandbox) == ""
