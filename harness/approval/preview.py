@@ -13,40 +13,21 @@ when they display, because the database is not trusted to hold only clean text.
 
 from __future__ import annotations
 
-import unicodedata
+from sandbox.text import escape_char, escape_unsafe
 
 SECRET_HEADER_WORDS = ("authorization", "cookie", "token", "secret", "password", "api-key", "apikey",
                        "x-api-key", "credential", "session", "signature")
 BODY_HEAD_CHARS = 2000
 
 
-def _escape_char(ch: str) -> str:
-    code = ord(ch)
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    if code < 0x10000:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
-
-
-def _unsafe(ch: str) -> bool:
-    """Characters that act on a terminal or hide/reorder text: controls, format chars, separators."""
-    if ch in "\n\t":
-        return False
-    category = unicodedata.category(ch)
-    # Cc: C0/C1 controls incl. ESC, CR, DEL; Cf: bidi overrides, zero-width chars, BOM;
-    # Zl/Zp: line and paragraph separators; Cs/Co/Cn: surrogates, private use, unassigned.
-    return category in ("Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn")
-
-
 def safe_text(text: str) -> str:
     """Free text with every control, format and invisible character shown as an escape."""
-    return "".join(_escape_char(ch) if _unsafe(ch) else ch for ch in text)
+    return escape_unsafe(text)
 
 
 def safe_ident(text: str) -> str:
     """An identifier shown in plain ASCII: anything else, and any whitespace but space, escaped."""
-    return "".join(ch if (" " <= ch <= "~") else _escape_char(ch) for ch in text)
+    return "".join(ch if (" " <= ch <= "~") else escape_char(ch) for ch in text)
 
 
 def has_non_ascii(text: str) -> bool:
