@@ -13,7 +13,8 @@
     ├── ModelError                  the model API failed after retries, or answered nonsense
     │   └── ModelTruncated          the response was cut by max_tokens (never executed)
     ├── ScriptExhausted             a scripted model ran out of turns
-    └── ApprovalError               the approval queue itself failed (database, web page)
+    ├── ApprovalError               the approval queue itself failed (database, web page)
+    └── UnsafePathError             a host path crosses a link or leaves its root (refused, never followed)
 
 Sandbox failures are `sandbox.errors.SandboxError` and belong to the second family too.
 Every message says what happened, the value that caused it, what was expected and an example.
@@ -71,4 +72,8 @@ class ScriptExhausted(ModelError):
 
 
 class ApprovalError(HarnessError):
+    pass
+
+
+class UnsafePathError(HarnessError):
     pass

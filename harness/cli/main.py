@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 
-from harness.errors import ConfigError, HarnessError, TaskError
+from harness.errors import ConfigError, HarnessError, TaskError, UnsafePathError
 from sandbox.errors import DockerUnavailable, SandboxError
 
 SUBCOMMANDS = ["demo", "run", "exec", "shell", "sandbox", "tools", "approvals", "tasks", "eval"]
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; containers of this run were removed", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except (ConfigError, TaskError) as exc:
+    except (ConfigError, TaskError, UnsafePathError) as exc:
         print(f"harness: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except DockerUnavailable as exc:

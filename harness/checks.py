@@ -1,0 +1,116 @@
+"""The one place where hostile values meet the host: validation and link-free file work.
+
+Everything an input file (instances, predictions, task.json) or the model controls is hostile. A value
+that becomes part of a path or a command-line argument passes one of the validators here first; a file
+the harness writes or removes on the host goes through the functions here, which never follow a link.
+
+    commit(value, where)          a git commit: 7 to 40 hex digits, nothing else
+    identifier(value, where)      a task or instance id: letters, digits, `_`, `.`, `-`; no `/`, no leading `.`/`-`
+    child(root, rel)              `root/rel` for a relative path that stays inside `root` and crosses no link
+    write_file(path, data)        create or replace a file without following a link at `path` (0600 by default)
+    private_dir(path)             a folder only its owner can read (0700), refused if it is a link
+    refuse_links(folder)          refuse an output folder that holds a link anywhere (before writing into it)
+    remove_tree(path, root)       remove `path` only if it is a real folder strictly inside `root`
+
+Validators raise `TaskError` (bad input: the value, what was expected, an example); file functions raise
+`UnsafePathError`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+from pathlib import Path
+
+from harness.errors import TaskError, UnsafePathError
+
+_COMMIT = re.compile(r"[0-9a-f]{7,40}")
+_IDENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
+
+
+def commit(value: object, where: str) -> str:
+    """`value` if it is a git commit id (7 to 40 lowercase hex digits)."""
+    if isinstance(value, str) and _COMMIT.fullmatch(value):
+        return value
+    raise TaskError(f"{where}: base_commit {value!r} is not a git commit id; expected 7 to 40 lowercase hex "
+                    "digits, e.g. \"e3a3e6a4c8c6f0a1b2d3e4f5a6b7c8d9e0f1a2b3\"")
+
+
+def identifier(value: object, where: str, field: str = "instance_id") -> str:
+    """`value` if it can name a folder: letters, digits, `_`, `.`, `-` (at most 200), not starting with
+    `.` or `-`."""
+    if isinstance(value, str) and _IDENT.fullmatch(value):
+        return value
+    raise TaskError(f"{where}: {field} {value!r} cannot name a folder; expected letters, digits, '_', '.' "
+                    "and '-' (starting with a letter or digit, at most 200), e.g. \"django__django-11099\"")
+
+
+def child(root: Path, rel: str) -> Path:
+    """`root / rel`, refused if `rel` is absolute, climbs with `..`, or crosses a symlink on the way
+    (every existing component below `root` is checked with lstat; `root` itself is trusted)."""
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    if rel.startswith("/") or ".." in parts or not parts:
+        raise UnsafePathError(f"path {rel!r} is not a relative path inside {root}; expected e.g. \"tests/test_x.py\"")
+    here = Path(root)
+    for part in parts:
+        here = here / part
+        try:
+            mode = os.lstat(here).st_mode
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(mode):
+            raise UnsafePathError(f"refusing {rel!r} under {root}: {here} is a symbolic link")
+    return here
+
+
+def write_file(path: Path, data: str | bytes, mode: int = 0o600) -> None:
+    """Create or replace `path` with `data`; a link planted at `path` is refused, never followed."""
+    raw = data.encode() if isinstance(data, str) else data
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise UnsafePathError(f"refusing to write {path}: it is a symbolic link (to "
+                                  f"{os.readlink(path)!r}); remove it or choose another output folder") from exc
+        raise
+    with os.fdopen(fd, "wb") as out:
+        out.write(raw)
+
+
+def private_dir(path: Path) -> Path:
+    """`path` created if needed with mode 0700 (parents too); an existing link there is refused."""
+    path = Path(path)
+    if path.is_symlink():
+        raise UnsafePathError(f"refusing folder {path}: it is a symbolic link to {os.readlink(path)!r}")
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+def refuse_links(folder: Path) -> None:
+    """Raise if `folder` is a link or holds one anywhere below it (an output folder about to be reused)."""
+    folder = Path(folder)
+    if folder.is_symlink():
+        raise UnsafePathError(f"refusing output folder {folder}: it is a symbolic link; pass a real folder")
+    for base, dirs, files in os.walk(folder, followlinks=False):
+        for name in dirs + files:
+            if os.path.islink(os.path.join(base, name)):
+                raise UnsafePathError(f"refusing output folder {folder}: {os.path.join(base, name)} is a "
+                                      "symbolic link (outputs are never written through links); remove it "
+                                      "or choose a new folder")
+
+
+def remove_tree(path: Path, root: Path) -> None:
+    """Remove the folder `path` if it exists, only when it is a real folder strictly inside `root`
+    (after resolving `root`; `path` itself must not be a link)."""
+    path, real_root = Path(path), Path(root).resolve()
+    if not os.path.lexists(path):
+        return
+    if path.is_symlink() or not path.is_dir():
+        raise UnsafePathError(f"refusing to remove {path}: it is not a real folder")
+    real = path.resolve()
+    if real == real_root or real_root not in real.parents:
+        raise UnsafePathError(f"refusing to remove {path}: it resolves to {real}, outside {real_root}")
+    shutil.rmtree(real)
