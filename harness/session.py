@@ -10,12 +10,14 @@ out_dir/attempt-N/ and the last one is copied to the top.
 
 The patch comes from a git baseline made at the start inside the sandbox, in GIT_DIR=/tmp/harness/git
 outside /workspace (the agent's project gets no .git of ours); caches are excluded.
+
+Every file is written through `harness.checks` (0600, in 0700 folders, never through a link), so a
+link planted in a reused output folder is refused instead of overwriting what it points to.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -23,6 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from harness import checks
 from harness.config import Config, Secrets
 from harness.evaluation.tasks import Task
 from harness.loop import AgentLoop, LoopResult, StepEvent
@@ -79,8 +82,7 @@ def run_session(task: Task, model: Model, config: Config, out_dir: Path, *, imag
     replayed in the new sandbox to rebuild the workspace, then the loop goes on from where it was.
     """
     started = time.monotonic()
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = checks.private_dir(Path(out_dir))
     image = image or session_image(task, config)
     say = progress or (lambda _event: None)
     attempts: list[Attempt] = []
@@ -99,7 +101,7 @@ def run_session(task: Task, model: Model, config: Config, out_dir: Path, *, imag
             break
     if total > 1:
         for name in ("trajectory.jsonl", "patch.diff"):
-            shutil.copyfile(out_dir / f"attempt-{len(attempts)}" / name, out_dir / name)
+            checks.write_file(out_dir / name, (out_dir / f"attempt-{len(attempts)}" / name).read_bytes())
     outcome = _outcome(attempts, model, out_dir, time.monotonic() - started)
     write_result(out_dir / "result.json", task, outcome, config, image, resumed_from=resume_from)
     return outcome
@@ -130,6 +132,7 @@ def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, 
     session = f"{task.id}-{uuid.uuid4().hex[:8]}"
     spec = SandboxSpec(image=image, session=session, project_dir=task.repo_dir, limits=config.sandbox.limits,
                        labels={"harness.kind": "session", **labels})
+    checks.private_dir(where)
     t0 = time.monotonic()
     with DockerSandbox(spec) as box:
         start_baseline(box)
@@ -142,14 +145,15 @@ def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, 
         say("agent running")
         loop = AgentLoop(model, catalog, ctx, config, trajectory=writer, progress=say).run(messages)
         patch = sandbox_patch(box)
-        (where / "patch.diff").write_text(patch)
+        checks.write_file(where / "patch.diff", patch)
         tests, test_seconds = None, 0.0
         if task.test_cmd:
             say(f"running the tests: {task.test_cmd}")
             t1 = time.monotonic()
             tests = run_tests(box, task, config)
             test_seconds = time.monotonic() - t1
-            (where / "tests.txt").write_text(f"$ {task.test_cmd}\n[exit {tests.exit_code}]\n{_tail(tests, 100_000)}\n")
+            checks.write_file(where / "tests.txt",
+                              f"$ {task.test_cmd}\n[exit {tests.exit_code}]\n{_tail(tests, 100_000)}\n")
     return Attempt(number, session, loop, patch, tests, setup, test_seconds, catalog.specs())
 
 
@@ -242,7 +246,7 @@ def write_result(path: Path, task: Task, outcome: SessionOutcome, config: Config
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "config": config.to_dict(),
     }
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    checks.write_file(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def _attempt_record(a: Attempt) -> dict[str, Any]:

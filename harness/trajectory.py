@@ -2,7 +2,8 @@
 
 Each line is ``Message.to_dict()``, optionally with a ``"meta"`` object (turn number, token usage,
 durations) that readers of messages ignore. A line is flushed and synced before the run goes on,
-so a killed run loses nothing it had done and can be resumed from the file.
+so a killed run loses nothing it had done and can be resumed from the file. The file is created
+0600 (a missing folder 0700) and opened without following links: a link planted at its path is refused.
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
-from harness.errors import HarnessError
+from harness import checks
+from harness.errors import HarnessError, UnsafePathError
 from harness.messages import Message
+
+_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class TrajectoryWriter:
@@ -21,16 +25,19 @@ class TrajectoryWriter:
 
     def __init__(self, path: Path, *, append: bool = False) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if not append:
-            self.path.write_text("")
-        self.count = len(read_lines(self.path)) if append and self.path.exists() else 0
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if append:
+            os.close(_open_append(self.path))   # created if missing; a link there is refused before reading
+            self.count = len(read_lines(self.path))
+        else:
+            checks.write_file(self.path, "")
+            self.count = 0
 
     def write(self, message: Message, meta: dict[str, Any] | None = None) -> None:
         line = message.to_dict()
         if meta:
             line["meta"] = meta
-        with self.path.open("a", encoding="utf-8") as f:
+        with os.fdopen(_open_append(self.path), "a", encoding="utf-8") as f:
             f.write(json.dumps(line, ensure_ascii=False) + "\n")
             f.flush()
             os.fsync(f.fileno())
@@ -39,6 +46,17 @@ class TrajectoryWriter:
     def write_all(self, messages: Iterable[Message]) -> None:
         for m in messages:
             self.write(m)
+
+
+def _open_append(path: Path) -> int:
+    """A descriptor appending to `path` (created 0600); a link at `path` is refused, never followed."""
+    try:
+        return os.open(path, _APPEND, 0o600)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise UnsafePathError(f"refusing to append to {path}: it is a symbolic link (to "
+                                  f"{os.readlink(path)!r}); remove it or choose another output folder") from exc
+        raise
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from harness import checks
 from harness.config import Config, Secrets, load
 from harness.errors import ConfigError, TaskError
 from harness.evaluation.tasks import Task, load_task
@@ -110,6 +111,9 @@ def _run(args: argparse.Namespace) -> int:
         config.model, spec=resolve_auto(config.model.spec, config, secrets))), args)
     task = find_task(args.task)
     out = args.out or args.resume or default_out(task)
+    for folder in (out, args.resume):   # a reused folder: no output may go through a planted link
+        if folder is not None and (folder.exists() or folder.is_symlink()):
+            checks.refuse_links(folder)
     resume = _resume_file(args.resume, args.out) if args.resume else None
     try:
         outcome = execute(task, config, secrets, out, resume_from=resume)
