@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from harness import checks
 from harness.errors import TaskError
 from harness.evaluation.sources import cache_dir, checkout_commit, extract_tarball
 from harness.evaluation.tasks import Task, check_meta, task_from_meta
@@ -147,7 +148,8 @@ def load_predictions(path: Path) -> dict[str, Prediction]:
 
 
 def export_instances(tasks: list[Task], out: Path, repos: Path) -> list[dict[str, Any]]:
-    """Write `tasks` as SWE-bench instances into `out` (JSONL) and their sources into `repos`."""
+    """Write `tasks` as SWE-bench instances into `out` (JSONL) and their sources into `repos`; no file
+    is written through a link (`checks.write_file`)."""
     repos.mkdir(parents=True, exist_ok=True)
     rows = []
     for task in tasks:
@@ -160,7 +162,7 @@ def export_instances(tasks: list[Task], out: Path, repos: Path) -> list[dict[str
                      "test_cmd": task.test_cmd, "python": task.python,
                      "version": str(task.extra.get("version", "1.0"))})
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    checks.write_file(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     return rows
 
 
@@ -175,6 +177,7 @@ def _archive(task: Task, tarball: Path) -> str:
             subprocess.run(git + args, env=env, check=True, capture_output=True)
         commit = subprocess.run(git + ["rev-parse", "HEAD"], env=env, check=True, capture_output=True,
                                 text=True).stdout.strip()
-        subprocess.run(git + ["archive", "--format=tar.gz", f"--prefix={task.id}/", "-o", str(tarball),
-                              commit], env=env, check=True, capture_output=True)
+        archive = subprocess.run(git + ["archive", "--format=tar.gz", f"--prefix={task.id}/", commit],
+                                 env=env, check=True, capture_output=True).stdout
+    checks.write_file(tarball, archive)
     return commit

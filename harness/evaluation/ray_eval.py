@@ -2,10 +2,10 @@
 
 On its node the task evaluates the instance exactly as the local backend does (`runner._instance`:
 environment image from that node's Docker cache, agent session, grading) into a node-local folder,
-then ships that folder back as a tar. The driver unpacks it into ``--out/instances/<id>/`` (its `done`
-marker included) and records it as the runner's local loop does, rewriting predictions.jsonl and
-report.json; so outputs, `--resume` and the report are the same, and a driver that dies loses nothing
-already received.
+then ships that folder back as a tar. The driver unpacks it (no links, 0700/0600) into
+``--out/instances/<id>/`` (its `done` marker included) and records it as the runner's local loop
+does, rewriting predictions.jsonl and report.json; so outputs, `--resume` and the report are the
+same, and a driver that dies loses nothing already received.
 
 A node on another machine than the driver fetches the task's files from the driver through a small
 actor on the driver's node, which serves only the runner's task directories.
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import socket
 import tempfile
 import threading
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from harness import checks
 from harness.config import Config, Secrets
 from harness.evaluation.instances import Prediction
 from harness.evaluation.ray_backend import Outcome, connect, import_ray, quiet_stdout, run_on_ray
@@ -154,18 +154,31 @@ def _receive(outcome: Outcome[Task, Shipped], out: Path, model_name: str) -> Ins
     """Put the shipped folder in place (or record the infrastructure failure); the record, with retries."""
     task, folder = outcome.item, instance_dir(out, outcome.item.id)
     incoming = folder.with_name(f".{task.id}.incoming")
-    shutil.rmtree(incoming, ignore_errors=True)
-    incoming.mkdir(parents=True)
+    checks.remove_tree(incoming, out)
+    checks.private_dir(incoming.parent)
+    checks.private_dir(incoming)
     if outcome.result is not None and outcome.result.record is not None:
         safe_extract(outcome.result.folder, incoming, MAX_BYTES, MAX_FILES)
+        _private_tree(incoming)
         record = outcome.result.record
     else:
         where = ", ".join(f"{a.host} pid {a.pid}" for a in outcome.attempts) or "no node"
         record = InstanceRecord(instance_id=task.id, status="error", model_name_or_path=model_name,
                                 error=f"infrastructure: {outcome.error}; attempts on {where}")
-        (incoming / "error.txt").write_text(record.error + "\n")
+        checks.write_file(incoming / "error.txt", record.error + "\n")
     record.infra_retries = outcome.infra_retries
     write_done(incoming, record)
-    shutil.rmtree(folder, ignore_errors=True)
+    checks.remove_tree(folder, out)
     os.replace(incoming, folder)
     return record
+
+
+def _private_tree(folder: Path) -> None:
+    """Refuse a received folder that holds a link (an instance folder never does), then make its
+    folders 0700 and its files 0600, as the run's own files are."""
+    checks.refuse_links(folder)
+    for base, dirs, files in os.walk(folder):
+        for name in dirs:
+            os.chmod(os.path.join(base, name), 0o700)
+        for name in files:
+            os.chmod(os.path.join(base, name), 0o600)

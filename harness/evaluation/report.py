@@ -12,6 +12,9 @@ Layout of `--out DIR`::
 `done` holds the instance's record; an instance folder without it is half-finished and is rerun from
 scratch. predictions.jsonl and report.json are rebuilt from the `done` records, so an interrupted
 and resumed run never loses or duplicates a line.
+
+Folders are 0700 and files 0600; no file is written through a link (`harness.checks`), and a file
+replaced atomically is first written to a temporary name created exclusively (`write_atomic`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from harness.errors import UnsafePathError
 
 STATUSES = ("resolved", "unresolved", "patch_failed", "empty_patch", "error")
 DONE = "done"
@@ -57,9 +62,7 @@ def instance_dir(out: Path, instance_id: str) -> Path:
 
 def write_done(folder: Path, record: InstanceRecord) -> None:
     """Write the record atomically; its presence marks the instance as finished."""
-    tmp = folder / f".{DONE}.tmp"
-    tmp.write_text(json.dumps(record.to_dict(), indent=2, ensure_ascii=False) + "\n")
-    os.replace(tmp, folder / DONE)
+    write_atomic(folder / DONE, json.dumps(record.to_dict(), indent=2, ensure_ascii=False) + "\n")
 
 
 def read_done(folder: Path) -> InstanceRecord | None:
@@ -78,9 +81,9 @@ def write_outputs(out: Path, ids: list[str], records: dict[str, InstanceRecord],
     lines = [json.dumps({"instance_id": r.instance_id, "model_name_or_path": r.model_name_or_path,
                          "model_patch": r.model_patch}, ensure_ascii=False) + "\n"
              for r in done if r.status != "error"]
-    _atomic(out / "predictions.jsonl", "".join(lines))
+    write_atomic(out / "predictions.jsonl", "".join(lines))
     report = build_report(ids, records, model)
-    _atomic(out / "report.json", json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(out / "report.json", json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     return report
 
 
@@ -128,7 +131,16 @@ def _totals(done: list[InstanceRecord]) -> dict[str, Any]:
             "turns": sum(r.turns or 0 for r in done)}
 
 
-def _atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
+    """Replace `path` with `text` at once (0600). The temporary `.<name>.tmp` beside it is created
+    exclusively and without following links (a leftover one is removed first, not followed), and the
+    rename replaces whatever entry `path` is, a link included, without writing through it."""
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
+    if os.path.lexists(tmp):
+        if os.path.isdir(tmp) and not os.path.islink(tmp):
+            raise UnsafePathError(f"refusing to write {path}: {tmp} is a folder; remove it")
+        os.unlink(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
     os.replace(tmp, path)

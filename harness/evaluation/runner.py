@@ -6,13 +6,15 @@ API, so threads are enough. This is the one place that catches every exception: 
 in an instance (an image that will not build, Docker failing, a model API down) is recorded as that
 instance's infrastructure error with the stage and message, and the other instances go on. Every
 container carries the label ``harness.eval=<run id>``; an interrupted run removes all of them.
+
+An existing `--out` folder that holds a link is refused before anything is written into it; the
+run's folders are 0700 and its files 0600, written without following links (`harness.checks`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 import threading
 import time
 import traceback
@@ -22,11 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from harness import checks
 from harness.config import Config, Secrets
 from harness.errors import ConfigError
 from harness.evaluation.instances import Prediction
 from harness.evaluation.progress import Events, SilentEvents
-from harness.evaluation.report import (InstanceRecord, instance_dir, read_done, write_done,
+from harness.evaluation.report import (InstanceRecord, instance_dir, read_done, write_atomic, write_done,
                                        write_outputs)
 from harness.evaluation.stages import Stages
 from harness.evaluation.tasks import Task
@@ -105,8 +108,9 @@ def _instance(task: Task, stages: "Stages", out: Path, model_name: str,
     if cancel.is_set():
         return None
     folder = instance_dir(out, task.id)
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
+    checks.remove_tree(folder, out)
+    checks.private_dir(folder.parent)
+    checks.private_dir(folder)
     started = time.monotonic()
     record = InstanceRecord(instance_id=task.id, status="error", model_name_or_path=model_name)
     stages.events.started(task.id)
@@ -124,7 +128,7 @@ def _instance(task: Task, stages: "Stages", out: Path, model_name: str,
             return None
         record.status = "error"
         record.error = f"{stage}: {type(exc).__name__}: {exc}"
-        (folder / "error.txt").write_text(f"{record.error}\n\n{traceback.format_exc()}")
+        checks.write_file(folder / "error.txt", f"{record.error}\n\n{traceback.format_exc()}")
     record.duration = time.monotonic() - started
     if cancel.is_set():
         return None
@@ -146,6 +150,8 @@ def _prepare_out(out: Path, options: EvalOptions, model_name: str, ids: list[str
     """Check `out` against --resume and return the records already finished there."""
     settings = {"model": model_name, "grade_runs": options.grade_runs, "instances": ids}
     run_file = out / "run.json"
+    if out.exists() or out.is_symlink():
+        checks.refuse_links(out)
     if run_file.is_file():
         if not options.resume:
             raise ConfigError(f"{out} already holds an evaluation (run.json); pass --resume to continue "
@@ -154,9 +160,9 @@ def _prepare_out(out: Path, options: EvalOptions, model_name: str, ids: list[str
         if before.get("model") != model_name:
             raise ConfigError(f"--resume: {out} was run with model {before.get('model')!r}, not "
                               f"{model_name!r}; use the same model or another --out")
-    out.mkdir(parents=True, exist_ok=True)
-    run_file.write_text(json.dumps({"settings": settings, "options": _jsonable(options),
-                                    "config": config.to_dict()}, indent=2) + "\n")
+    checks.private_dir(out)
+    write_atomic(run_file, json.dumps({"settings": settings, "options": _jsonable(options),
+                                       "config": config.to_dict()}, indent=2) + "\n")
     records: dict[str, InstanceRecord] = {}
     for iid in ids:
         record = read_done(instance_dir(out, iid)) if options.resume else None

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from harness import checks
 from harness.config import Config, Secrets
 from harness.evaluation.environments import ensure_env_image
 from harness.evaluation.grading import Grade, grade_patch
@@ -70,7 +71,7 @@ class Stages:
             prediction = self.predictions[task.id]
             record.model_name_or_path = prediction.model_name_or_path
             record.model_patch = prediction.model_patch
-            (folder / "patch.diff").write_text(prediction.model_patch or "")
+            checks.write_file(folder / "patch.diff", prediction.model_patch or "")
             return prediction.model_patch
         return self._session(task, folder, image, record)
 
@@ -123,12 +124,12 @@ def status_of(patch: str | None, grade: Grade) -> str:
 
 
 def write_grade_files(folder: Path, task: Task, grade: Grade) -> None:
-    (folder / "patch_apply.txt").write_text(grade.patch_output + "\n")
-    (folder / "report.json").write_text(json.dumps(grade.report(task.id), indent=2) + "\n")
+    checks.write_file(folder / "patch_apply.txt", grade.patch_output + "\n")
+    checks.write_file(folder / "report.json", json.dumps(grade.report(task.id), indent=2) + "\n")
     for number, run in enumerate(grade.runs, 1):
         name = "test_output.txt" if number == 1 else f"test_output.run{number}.txt"
-        (folder / name).write_text(run.output)
+        checks.write_file(folder / name, run.output)
     if grade.runs:
         details = [{"run": n, "exit_code": r.exit_code, "duration": round(r.duration, 3), "timed_out": r.timed_out,
                     "resolved": r.verdict.resolved, "tests": r.status} for n, r in enumerate(grade.runs, 1)]
-        (folder / "grading.json").write_text(json.dumps(details, indent=2) + "\n")
+        checks.write_file(folder / "grading.json", json.dumps(details, indent=2) + "\n")

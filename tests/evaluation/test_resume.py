@@ -5,15 +5,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
+import stat
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
+from harness.cli.main import main
 from harness.errors import ConfigError
 from harness.evaluation.instances import Prediction
+from harness.evaluation.report import write_atomic
 from harness.evaluation.runner import EvalOptions, run_evaluation
 from harness.evaluation.tasks import load_task
 
@@ -89,3 +94,73 @@ def test_ctrl_c_removes_every_container_and_resume_finishes_the_run(tmp_path, do
     report = json.loads(resumed.stdout)
     assert report["resolved_ids"] == ["cart", "envconfig", "wordcount"]
     assert _containers(docker_client, label) == []
+
+
+PRECIOUS = "export PATH=/usr/bin\n# the operator's shell start-up file\n"
+
+
+def _modes(folder: Path) -> dict[str, int]:
+    found = {".": stat.S_IMODE(folder.stat().st_mode)}
+    for path in folder.rglob("*"):
+        found[str(path.relative_to(folder))] = stat.S_IMODE(path.lstat().st_mode)
+    return found
+
+
+def test_eval_resume_refuses_links_planted_in_the_out_folder_and_writes_nothing_through_them(
+        tmp_path, tmp_path_factory, docker_client, capsys):
+    old_umask = os.umask(0o022)
+    try:
+        _eval_resume_with_planted_links(tmp_path, tmp_path_factory.mktemp("home"), capsys)
+    finally:
+        os.umask(old_umask)
+
+
+def _eval_resume_with_planted_links(tmp_path: Path, home: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "out"
+    cmd = ["eval", str(TASKS / "wordcount"), "--predictions", "gold", "--out", str(out),
+           "--label", "harness.test=1"]
+    assert main(cmd + ["--json"]) == 0
+    run_json = home / ".bashrc"            # run.json's own content, so that the old code read it happily
+    run_json.write_text((out / "run.json").read_text())
+    before = run_json.read_text()
+    (out / "run.json").unlink()
+    (out / "run.json").symlink_to(run_json)
+    profile = home / ".profile"
+    profile.write_text(PRECIOUS)
+    (out / ".report.json.tmp").symlink_to(profile)
+    capsys.readouterr()
+
+    code = main(cmd + ["--resume", "--json"])
+
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert re.search(rf"harness: error: refusing output folder {re.escape(str(out))}: \S+/(run\.json|"
+                     r"\.report\.json\.tmp) is a symbolic link", err), err
+    assert (run_json.read_text(), profile.read_text()) == (before, PRECIOUS)
+
+    # positive control: with the links gone, the same resume finishes and the folder is private
+    (out / ".report.json.tmp").unlink()
+    (out / "run.json").unlink()
+    (out / "run.json").write_text(before)
+    assert main(cmd + ["--resume", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["resolved_ids"] == ["wordcount"]
+    assert (run_json.read_text(), profile.read_text()) == (before, PRECIOUS)
+    assert json.loads((out / "run.json").read_text())["options"]["resume"] is True
+    modes = _modes(out)
+    assert modes == {name: 0o700 if (out / name).is_dir() else 0o600 for name in modes}, modes
+    assert {"run.json", "report.json", "predictions.jsonl", "instances/wordcount/done",
+            "instances/wordcount/test_output.txt", "instances/wordcount/patch.diff"} <= set(modes)
+
+
+def test_atomic_writes_never_go_through_a_link(tmp_path: Path, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
+    outside = tmp_path_factory.mktemp("home") / ".profile"
+    outside.write_text(PRECIOUS)
+    (tmp_path / ".report.json.tmp").symlink_to(outside)     # a planted temporary name
+    (tmp_path / "predictions.jsonl").symlink_to(outside)    # a planted destination
+    write_atomic(tmp_path / "report.json", "{}\n")
+    write_atomic(tmp_path / "predictions.jsonl", "")
+    assert outside.read_text() == PRECIOUS
+    for name, text in (("report.json", "{}\n"), ("predictions.jsonl", "")):
+        path = tmp_path / name
+        assert not path.is_symlink() and path.read_text() == text and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert not os.path.lexists(tmp_path / ".report.json.tmp")
