@@ -3,7 +3,10 @@
 The session pauses, the preview is shown inside a gutter (every line of it starts with "│ ", so text
 from the model cannot pass for the prompt), and the operator types `yes` or `no`; `no` asks for an
 optional reason, which the model receives. While the prompt waits, a decision made elsewhere
-(`harness approvals approve ID`, the web page) is picked up from the database and ends the prompt.
+(`harness approvals approve ID --hash H`, the web page) is picked up from the database and ends the
+prompt. Every string shown that came from the model or the database (tool, key, session, decider)
+is escaped first: a key holding `ESC[13A ESC[J` prints as `\x1b[13A\x1b[J` and moves nothing.
+An approval typed here names the hash of the request shown, so it cannot approve anything else.
 """
 
 from __future__ import annotations
@@ -13,10 +16,9 @@ import time
 from dataclasses import dataclass
 from typing import TextIO
 
-from harness.approval.preview import gutter
+from harness.approval.preview import gutter, safe_ident
 from harness.approval.queue import ApprovalQueue
-from harness.approval.records import Request
-from harness.errors import ApprovalError
+from harness.approval.records import DecisionRefused, Request
 
 APPROVE_WORDS = ("y", "yes", "a", "approve")
 DENY_WORDS = ("n", "no", "d", "deny")
@@ -46,16 +48,14 @@ class ConsolePrompt:
         return None
 
     def ask(self, queue: ApprovalQueue, request: Request, deadline: float) -> Request:
-        self._say(f"\n{gutter(request.preview, request.id)}\n"
-                  f"tool {request.tool}, session {request.session}, key {request.key}, "
-                  f"hash {request.request_hash[:12]}\n")
-        question = (f"Approve outbound request #{request.id}? [yes/no] "
-                    f"(or decide elsewhere: harness approvals approve {request.id}): ")
+        self._say(f"\n{gutter(request.preview, request.id)}\n{describe(request)}\n")
+        question = (f"Approve outbound request #{request.id}? [yes/no] (or decide elsewhere: harness approvals "
+                    f"approve {request.id} --hash {safe_ident(request.request_hash)}): ")
         while True:
             self._say(question)
             answer = self._line(queue, request, deadline)
             if isinstance(answer, Request):
-                self._say(f"\nrequest #{answer.id} was {answer.status} by {answer.decided_by}\n")
+                self._say(f"\nrequest #{answer.id} was {answer.status} by {safe_ident(answer.decided_by or '')}\n")
                 return answer
             if answer is None:
                 self._say("\nno answer (time is up, or the input was closed): the request expires\n")
@@ -73,9 +73,15 @@ class ConsolePrompt:
     def _decide(self, queue: ApprovalQueue, request: Request, approve: bool, reason: str) -> Request:
         try:
             decided = queue.decide(request.id, approve, self.actor, reason, seen_hash=request.request_hash)
-        except ApprovalError:   # decided elsewhere in the meantime: that decision stands
-            decided = queue.get(request.id)
-            if decided.status == "pending":
+        except DecisionRefused as exc:
+            if exc.why != "decided":      # changed since shown: nothing is approved, the operator is told
                 raise
+            decided = queue.get(request.id)   # decided elsewhere in the meantime: that decision stands
         self._say(f"request #{decided.id}: {decided.status}\n")
         return decided
+
+
+def describe(request: Request) -> str:
+    """The line under the preview: who asks and under which name, every value escaped."""
+    return (f"tool {safe_ident(request.tool)}, session {safe_ident(request.session)}, key "
+            f"{safe_ident(request.key)}, hash {safe_ident(request.request_hash)}")

@@ -5,24 +5,38 @@ both make the same move; each is also appended to the audit log in the same tran
 
     pending ──approve──> approved ──claim──> executing ──finish──> done | failed
        │ └──deny──> denied
-       └──timeout──> expired ──same key asked again──> pending
+       └──timeout──> expired      (final: the same key asked again is a new request with a new id)
 
-A request is identified by (tool, key). `request_hash` covers exactly what will run (the resolved
-arguments and the preview the human reads); approving records that hash, and only a request whose
-stored arguments still hash to it can be claimed for execution.
+A request is named by (tool, key); at most one request per name is not expired. `request_hash`
+covers exactly what will run (the resolved arguments and the preview the human reads); every
+decision from a human names the hash of what they were shown and is refused if it differs, and only
+a request whose stored arguments still hash to the approved value can be claimed for execution.
+
+The state folder is created 0700 and the database files 0600: they hold what the model sent.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from harness.approval.records import TERMINAL, AuditEvent, Request, canonical_hash, process_id
-from harness.errors import ApprovalError
+from harness.approval.preview import safe_ident
+from harness.approval.records import (
+    TERMINAL,
+    AuditEvent,
+    DecisionRefused,
+    Request,
+    UnknownRequest,
+    canonical_hash,
+    process_id,
+)
+from harness.checks import private_dir
+from harness.errors import ApprovalError, UnsafePathError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS requests (
@@ -31,13 +45,33 @@ CREATE TABLE IF NOT EXISTS requests (
     call_hash TEXT NOT NULL, args TEXT NOT NULL, preview TEXT NOT NULL, request_hash TEXT NOT NULL,
     status TEXT NOT NULL, created_at REAL NOT NULL,
     decided_at REAL, decided_by TEXT, reason TEXT, rule TEXT, approved_hash TEXT,
-    started_at REAL, executor TEXT, finished_at REAL, result TEXT,
-    UNIQUE (tool, key));
+    started_at REAL, executor TEXT, finished_at REAL, result TEXT);
+CREATE UNIQUE INDEX IF NOT EXISTS requests_open_name ON requests (tool, key) WHERE status != 'expired';
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, request_id INTEGER NOT NULL,
     event TEXT NOT NULL, actor TEXT NOT NULL, detail TEXT NOT NULL);
 """
+OLD_UNIQUE = "UNIQUE (tool, key)"      # databases made before an expired name could be asked anew
 DB_NAME = "approvals.sqlite3"
+
+
+def _private_files(db: Path) -> None:
+    """The database (created if missing) and its WAL/SHM companions: 0600, never through a link.
+    SQLite creates the companions with the database's mode."""
+    for path in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+        if path != db and not os.path.lexists(path):
+            continue
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            if os.path.islink(path):
+                raise UnsafePathError(f"refusing {path}: it is a symbolic link (to {os.readlink(path)!r}); "
+                                      "the approval database is never opened through a link") from exc
+            raise
+        try:
+            os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
 
 
 class ApprovalQueue:
@@ -45,14 +79,16 @@ class ApprovalQueue:
 
     def __init__(self, state_dir: Path) -> None:
         self.state_dir = Path(state_dir)
+        self.path = self.state_dir / DB_NAME
         try:
-            self.state_dir.mkdir(parents=True, exist_ok=True)
-            self.path = self.state_dir / DB_NAME
+            private_dir(self.state_dir)
+            _private_files(self.path)
             self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None,
                                        check_same_thread=False)
             self._db.row_factory = sqlite3.Row
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA busy_timeout=30000")
+            self._migrate()
             self._db.executescript(SCHEMA)
         except (OSError, sqlite3.Error) as exc:
             raise ApprovalError(f"cannot open the approval queue in {self.state_dir}: {exc}; expected a "
@@ -60,6 +96,21 @@ class ApprovalQueue:
 
     def close(self) -> None:
         self._db.close()
+
+    def _migrate(self) -> None:
+        """Rebuild a `requests` table made with UNIQUE (tool, key) (same columns, partial index after)."""
+        def old() -> bool:
+            row = self._db.execute("SELECT sql FROM sqlite_master WHERE type='table' AND name='requests'").fetchone()
+            return row is not None and OLD_UNIQUE in row[0]
+        if not old():
+            return
+        with self._tx() as db:
+            if not old():         # another process migrated it meanwhile
+                return
+            db.execute("ALTER TABLE requests RENAME TO requests_before_migration")
+            db.execute(SCHEMA.split(";")[0])
+            db.execute("INSERT INTO requests SELECT * FROM requests_before_migration")
+            db.execute("DROP TABLE requests_before_migration")
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -83,12 +134,14 @@ class ApprovalQueue:
     def get(self, request_id: int) -> Request:
         row = self._db.execute("SELECT * FROM requests WHERE id = ?", (request_id,)).fetchone()
         if row is None:
-            raise ApprovalError(f"no approval request #{request_id} in {self.path}; "
-                                "`harness approvals list` shows the ones that exist")
+            raise UnknownRequest(f"no approval request #{request_id} in {self.path}; "
+                                 "`harness approvals list --all` shows the ones that exist", request_id=request_id)
         return Request.from_row(row)
 
     def find(self, tool: str, key: str) -> Request | None:
-        row = self._db.execute("SELECT * FROM requests WHERE tool = ? AND key = ?", (tool, key)).fetchone()
+        """The latest request named (tool, key): the open one, else the last that expired."""
+        row = self._db.execute("SELECT * FROM requests WHERE tool = ? AND key = ? ORDER BY id DESC LIMIT 1",
+                               (tool, key)).fetchone()
         return None if row is None else Request.from_row(row)
 
     def list(self, statuses: tuple[str, ...] = (), limit: int = 200) -> list[Request]:
@@ -110,43 +163,51 @@ class ApprovalQueue:
     # -- writing -------------------------------------------------------------------------------
     def submit(self, *, session: str, tool: str, key: str, call_args: dict[str, Any],
                args: dict[str, Any], preview: str) -> tuple[Request, bool]:
-        """Queue a request, or return the one already holding (tool, key). True when created."""
+        """Queue a request, or return the open one already named (tool, key). True when created.
+        A name whose last request expired gets a new request (new id); the expired one stays as it was."""
         call_hash = canonical_hash(call_args)
         request_hash = canonical_hash({"tool": tool, "args": args, "preview": preview})
         with self._tx() as db:
-            row = db.execute("SELECT * FROM requests WHERE tool = ? AND key = ?", (tool, key)).fetchone()
+            row = db.execute("SELECT * FROM requests WHERE tool = ? AND key = ? ORDER BY id DESC LIMIT 1",
+                             (tool, key)).fetchone()
             if row is not None and row["status"] != "expired":
                 return Request.from_row(row), False
-            values = (session, call_hash, json.dumps(args, sort_keys=True), preview, request_hash, time.time())
-            if row is None:
-                cur = db.execute(
-                    "INSERT INTO requests (session, tool, key, call_hash, args, preview, request_hash,"
-                    " status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?)",
-                    (values[0], tool, key, *values[1:]))
-                request_id = int(cur.lastrowid or 0)
-            else:
-                request_id = int(row["id"])
-                db.execute("UPDATE requests SET session=?, call_hash=?, args=?, preview=?, request_hash=?,"
-                           " status='pending', created_at=?, decided_at=NULL, decided_by=NULL, reason=NULL,"
-                           " rule=NULL, approved_hash=NULL WHERE id=?", (*values, request_id))
+            cur = db.execute(
+                "INSERT INTO requests (session, tool, key, call_hash, args, preview, request_hash,"
+                " status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?)",
+                (session, tool, key, call_hash, json.dumps(args, sort_keys=True), preview, request_hash,
+                 time.time()))
+            request_id = int(cur.lastrowid or 0)
+            earlier = {} if row is None else {"asked_again_after": int(row["id"])}
             self._audit(db, request_id, "submitted", f"session:{session}", tool=tool, key=key,
-                        request_hash=request_hash)
+                        request_hash=request_hash, **earlier)
         return self.get(request_id), True
 
     def decide(self, request_id: int, approve: bool, actor: str, reason: str = "",
                rule: str | None = None, seen_hash: str | None = None) -> Request:
-        """Approve or deny a pending request. `seen_hash`: the hash of what the decider was shown."""
+        """Approve or deny a pending request. `seen_hash`: the full hash of what the decider was shown;
+        required to approve unless the decider is a policy rule (`rule` given), which saw the arguments."""
         status = "approved" if approve else "denied"
         with self._tx() as db:
             current = self.get(request_id)
             if current.status != "pending":
-                raise ApprovalError(
+                raise DecisionRefused(
                     f"request #{request_id} is already {current.status}"
-                    + (f" (by {current.decided_by})" if current.decided_by else "")
-                    + "; only a pending request can be approved or denied")
+                    + (f" (by {safe_ident(current.decided_by)})" if current.decided_by else "")
+                    + "; only a pending request can be approved or denied", request_id=request_id,
+                    status=current.status, why="decided")
+            if approve and seen_hash is None and rule is None:
+                raise DecisionRefused(
+                    f"request #{request_id}: an approval must name the hash of the request it approves; "
+                    f"`harness approvals show {request_id}` prints it, then e.g. `harness approvals approve "
+                    f"{request_id} --hash {current.request_hash}`", request_id=request_id,
+                    status=current.status, why="unseen")
             if seen_hash is not None and seen_hash != current.request_hash:
-                raise ApprovalError(f"request #{request_id} is not the one you saw: its hash is "
-                                    f"{current.request_hash[:12]}, you saw {seen_hash[:12]}; reload it")
+                raise DecisionRefused(
+                    f"request #{request_id} is not the one you saw: its hash is {current.request_hash}, you saw "
+                    f"{safe_ident(seen_hash[:80])!r}; look at it again (`harness approvals show {request_id}`) "
+                    "and decide on what it holds now", request_id=request_id, status=current.status,
+                    why="changed")
             db.execute("UPDATE requests SET status=?, decided_at=?, decided_by=?, reason=?, rule=?,"
                        " approved_hash=? WHERE id=? AND status='pending'",
                        (status, time.time(), actor, reason, rule,
@@ -168,8 +229,7 @@ class ApprovalQueue:
         """Move an approved request to `executing` (recorded before anything is sent). None: lost."""
         executor = process_id()
         with self._tx() as db:
-            row = db.execute("SELECT * FROM requests WHERE id=?", (request_id,)).fetchone()
-            req = Request.from_row(row)
+            req = self.get(request_id)
             if req.status != "approved":
                 return None
             if req.approved_hash != req.request_hash or canonical_hash(
@@ -191,4 +251,4 @@ class ApprovalQueue:
         return self.get(request_id)
 
 
-__all__ = ["ApprovalQueue", "Request", "AuditEvent", "TERMINAL"]
+__all__ = ["ApprovalQueue", "Request", "AuditEvent", "TERMINAL", "DecisionRefused", "UnknownRequest"]

@@ -1,4 +1,13 @@
-"""The values stored in the approval queue: requests and audit events, and how they are hashed."""
+"""The values stored in the approval queue: requests and audit events, how they are hashed, and the
+errors a decision can meet (each carries its context as attributes, so no caller parses a message):
+
+    ApprovalError (harness.errors)
+    ├── UnknownRequest        no request has that id                       (.request_id)
+    └── DecisionRefused       the request cannot take this decision        (.request_id, .status, .why)
+                              why = "decided": it is no longer pending
+                              why = "changed": it is not what the decider was shown (hash differs)
+                              why = "unseen":  no hash of what was shown was given
+"""
 
 from __future__ import annotations
 
@@ -8,7 +17,9 @@ import os
 import socket
 import sqlite3
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
+
+from harness.errors import ApprovalError
 
 STATUSES = ("pending", "approved", "denied", "expired", "executing", "done", "failed")
 TERMINAL = ("denied", "done", "failed")
@@ -43,6 +54,21 @@ def process_alive(executor: str) -> bool | None:
     if host != socket.gethostname() or not pid_text.isdigit():
         return None
     return _start_ticks(int(pid_text)) == start and start != ""
+
+
+class UnknownRequest(ApprovalError):
+    def __init__(self, message: str, *, request_id: int) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+
+
+RefusedWhy = Literal["decided", "changed", "unseen"]
+
+
+class DecisionRefused(ApprovalError):
+    def __init__(self, message: str, *, request_id: int, status: str, why: RefusedWhy) -> None:
+        super().__init__(message)
+        self.request_id, self.status, self.why = request_id, status, why
 
 
 @dataclass(frozen=True)
@@ -83,12 +109,9 @@ class Request:
         return "executing (outcome unknown, not retried)" if self.outcome_unknown else self.status
 
     def to_dict(self) -> dict[str, Any]:
-        """For display (`--json`): secret header values masked as in the preview."""
-        from harness.approval.preview import is_secret_header, mask
+        """For display (`--json`): everything the model sent, as stored. Operator credentials are not
+        in `args` (only a reference to them), so nothing needs masking here."""
         data = asdict(self)
-        headers = data["args"].get("headers")
-        if isinstance(headers, dict):
-            data["args"]["headers"] = {k: mask(str(v)) if is_secret_header(k) else v for k, v in headers.items()}
         data["outcome_unknown"] = self.outcome_unknown
         return data
 

@@ -5,7 +5,8 @@ server (DNS rebinding); a random token, given once in the URL, becomes an HttpOn
 cookie required by every page and API call; a decision (POST) also needs the CSRF token from the
 page, a JSON body, and an Origin header equal to this server's origin. The page has a strict
 Content-Security-Policy and builds every element with textContent: model-written text is never
-parsed as HTML. All strings leave the server already passed through `safe_text`.
+parsed as HTML. All strings leave the server already passed through `safe_text` or `safe_ident`. A
+decision names the hash of the request the page showed and is refused (409) if the request differs.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from harness.approval.preview import safe_text
+from harness.approval.preview import safe_ident, safe_text
 from harness.approval.queue import ApprovalQueue
-from harness.approval.records import Request
+from harness.approval.records import Request, UnknownRequest
 from harness.errors import ApprovalError
 
 STATIC = Path(__file__).with_name("static")
@@ -58,8 +59,8 @@ def make_server(queue: ApprovalQueue, host: str = "127.0.0.1", port: int = 8765,
 def request_view(r: Request) -> dict[str, Any]:
     """A request as the page shows it: every string made safe, the result cut to its head."""
     result = r.result if r.result is None or len(r.result) <= 4000 else r.result[:4000] + "\n[... cut]"
-    return {"id": r.id, "tool": safe_text(r.tool), "key": safe_text(r.key), "session": safe_text(r.session),
-            "status": r.shown_status, "preview": safe_text(r.preview), "hash": r.request_hash,
+    return {"id": r.id, "tool": safe_ident(r.tool), "key": safe_ident(r.key), "session": safe_ident(r.session),
+            "status": safe_ident(r.shown_status), "preview": safe_text(r.preview), "hash": safe_ident(r.request_hash),
             "created_at": r.created_at, "decided_at": r.decided_at, "decided_by": safe_text(r.decided_by or ""),
             "reason": safe_text(r.reason or ""), "rule": safe_text(r.rule or ""),
             "result": None if result is None else safe_text(result)}
@@ -149,6 +150,8 @@ class _Handler(BaseHTTPRequestHandler):
         except (ValueError, KeyError, TypeError) as exc:
             return self._error(400, f"bad decision body ({exc}); expected "
                                     '{"id": 3, "decision": "approve", "reason": "", "hash": "..."}')
+        except UnknownRequest as exc:
+            return self._error(404, str(exc))
         except ApprovalError as exc:
             return self._error(409, str(exc))
         self._json(200, request_view(decided))

@@ -1,7 +1,12 @@
 """`harness approvals`: list, show, approve, deny outbound requests; serve the web page; export the audit log.
 
-Exit codes: 0 done; 1 the request exists but cannot take that decision (already decided); 2 bad
-input (no such request, bad arguments).
+An approval names the hash of the request the human saw: `approve ID --hash H` (the hash printed by
+`show` and by the prompt of `harness run`), or, without `--hash` on a terminal, the preview is shown
+and confirmed here. Every string from the model or the database is escaped before it is printed.
+
+Exit codes: 0 done; 1 the request cannot take that decision (already decided, or not the request
+that was seen: its hash differs); 2 bad input (no such request; approve without --hash and no
+terminal to show the preview on); 3 not confirmed at the terminal (the request stays pending).
 """
 
 from __future__ import annotations
@@ -16,9 +21,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.approval.console import describe
 from harness.approval.preview import gutter, safe_ident, safe_text
 from harness.approval.queue import ApprovalQueue
-from harness.approval.records import STATUSES
+from harness.approval.records import STATUSES, DecisionRefused, UnknownRequest
 from harness.config import load
 from harness.errors import ApprovalError
 
@@ -39,6 +45,10 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     for name, verb in (("approve", "approve"), ("deny", "deny")):
         d = cmds.add_parser(name, help=f"{verb} a pending request; a waiting session resumes at once")
         d.add_argument("id", type=int)
+        d.add_argument("--hash", dest="seen_hash", metavar="H",
+                       help="the full hash of the request as you saw it (`show ID` prints it); without it "
+                            + ("the preview is shown and confirmed on this terminal, and refused off a terminal"
+                               if name == "approve" else "the request is denied whatever it holds"))
         d.add_argument("--reason", default="", help="why (a denial's reason is passed to the model)")
         d.add_argument("--by", default=f"cli:{getpass.getuser()}", help="who decides (recorded)")
         d.add_argument("--json", action="store_true")
@@ -64,9 +74,12 @@ def _run(args: argparse.Namespace) -> int:
             return _serve(queue, args, approval.web_host, approval.web_port)
         return {"list": _list, "show": _show, "approve": _decide, "deny": _decide,
                 "export": _export}[args.action](queue, args)
-    except ApprovalError as exc:
-        print(f"harness approvals: {exc}", file=sys.stderr)
-        return 1 if "already" in str(exc) else 2
+    except DecisionRefused as exc:
+        print(f"harness approvals: {safe_text(str(exc))}", file=sys.stderr)
+        return 2 if exc.why == "unseen" else 1
+    except (UnknownRequest, ApprovalError) as exc:
+        print(f"harness approvals: {safe_text(str(exc))}", file=sys.stderr)
+        return 2
     finally:
         queue.close()
 
@@ -112,10 +125,10 @@ def _show(queue: ApprovalQueue, args: argparse.Namespace) -> int:
         return 0
     print(gutter(r.preview, r.id))
     rows: list[tuple[str, Any]] = [
-        ("status", r.shown_status), ("tool", r.tool), ("key", safe_ident(r.key)), ("session", safe_ident(r.session)),
-        ("created", _when(r.created_at)), ("hash", r.request_hash),
-        ("decided", f"{_when(r.decided_at)} by {r.decided_by}" if r.decided_by else "-"),
-        ("rule", r.rule or "-"), ("reason", safe_text(r.reason or "-")),
+        ("status", safe_ident(r.shown_status)), ("tool", safe_ident(r.tool)), ("key", safe_ident(r.key)),
+        ("session", safe_ident(r.session)), ("created", _when(r.created_at)), ("hash", safe_ident(r.request_hash)),
+        ("decided", f"{_when(r.decided_at)} by {safe_ident(r.decided_by)}" if r.decided_by else "-"),
+        ("rule", safe_ident(r.rule or "-")), ("reason", safe_text(r.reason or "-")),
         ("executed", f"{_when(r.started_at)} .. {_when(r.finished_at)}" if r.started_at else "-")]
     for label, value in rows:
         print(f"{label:<9} {value}")
@@ -124,12 +137,33 @@ def _show(queue: ApprovalQueue, args: argparse.Namespace) -> int:
     return 0
 
 
+def _confirm(queue: ApprovalQueue, request_id: int) -> str | None:
+    """Show the request on this terminal and ask; the hash of what was shown, or None if not confirmed."""
+    r = queue.get(request_id)
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise DecisionRefused(
+            f"approve {request_id}: no --hash and no terminal to show the request on; an approval must name "
+            f"the request you saw. Read it with `harness approvals show {request_id}`, then run `harness "
+            f"approvals approve {request_id} --hash <the hash it prints>`", request_id=request_id,
+            status=r.status, why="unseen")
+    print(f"{gutter(r.preview, r.id)}\n{describe(r)}\nstatus {safe_ident(r.shown_status)}")
+    print(f"Approve request #{r.id} as shown above? [yes/no]: ", end="", flush=True)
+    answer = sys.stdin.readline().strip().lower()
+    return r.request_hash if answer in ("y", "yes") else None
+
+
 def _decide(queue: ApprovalQueue, args: argparse.Namespace) -> int:
-    r = queue.decide(args.id, args.action == "approve", args.by, args.reason)
+    approve, seen = args.action == "approve", args.seen_hash
+    if approve and seen is None:
+        seen = _confirm(queue, args.id)
+        if seen is None:
+            print(f"not approved; request #{args.id} is unchanged", file=sys.stderr)
+            return 3
+    r = queue.decide(args.id, approve, args.by, args.reason, seen_hash=seen)
     if args.json:
         print(json.dumps(r.to_dict(), indent=2))
     else:
-        print(f"request #{r.id} ({r.tool}) {r.status} by {r.decided_by}"
+        print(f"request #{r.id} ({safe_ident(r.tool)}) {r.status} by {safe_ident(r.decided_by or '')}"
               + (f": {safe_text(r.reason)}" if r.reason else ""))
     return 0
 
@@ -145,7 +179,7 @@ def _export(queue: ApprovalQueue, args: argparse.Namespace) -> int:
             writer = csv.writer(out)
             writer.writerow(["id", "at", "request_id", "event", "actor", "detail"])
             for e in events:
-                writer.writerow([e["id"], e["at"], e["request_id"], e["event"], e["actor"],
+                writer.writerow([e["id"], e["at"], e["request_id"], safe_ident(e["event"]), safe_ident(e["actor"]),
                                  json.dumps(e["detail"], sort_keys=True)])
     finally:
         if args.output:

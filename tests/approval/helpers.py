@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
 import subprocess
 import sys
 import threading
@@ -112,3 +114,47 @@ def harness_cli(*args: str, state_dir: Path) -> subprocess.CompletedProcess[str]
     return subprocess.run([sys.executable, "-m", "harness.cli.main", "approvals", "--state-dir", str(state_dir),
                            *args], capture_output=True, text=True, cwd=REPO, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def approve(state_dir: Path, request_id: int, *extra: str) -> subprocess.CompletedProcess[str]:
+    """`harness approvals approve ID --hash H`, H being the hash `show` prints (what a human reads first)."""
+    shown = json.loads(harness_cli("show", str(request_id), "--json", state_dir=state_dir).stdout)
+    return harness_cli("approve", str(request_id), "--hash", shown["request_hash"], *extra, state_dir=state_dir)
+
+
+class Terminal:
+    """A harness process whose stdin and stdout are the slave side of a pseudo-terminal."""
+
+    def __init__(self, command: list[str], env: dict[str, str] | None = None) -> None:
+        self.master, slave = pty.openpty()
+        self.proc = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, cwd=REPO,
+                                     env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
+        os.close(slave)
+        self.screen = b""
+
+    def read_until(self, text: str, timeout: float = 20.0) -> str:
+        deadline = time.time() + timeout
+        while text.encode() not in self.screen:
+            assert time.time() < deadline, f"{text!r} never appeared; the terminal shows:\n{self.screen.decode(errors='replace')}"
+            ready, _, _ = select.select([self.master], [], [], 0.1)
+            if ready:
+                try:
+                    self.screen += os.read(self.master, 65536)
+                except OSError:       # the process ended and closed the terminal
+                    break
+        return self.screen.decode(errors="replace")
+
+    def type(self, line: str) -> None:
+        os.write(self.master, line.encode() + b"\n")
+
+    def result(self) -> dict[str, object]:
+        self.read_until('"text"')
+        self.proc.wait(20)
+        last = [ln for ln in self.screen.decode(errors="replace").splitlines() if ln.startswith("{")][-1]
+        return json.loads(last)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        os.close(self.master)

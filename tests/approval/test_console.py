@@ -3,58 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-import pty
-import select
-import subprocess
+import re
 import sys
-import time
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-from tests.approval.helpers import CALLER, REPO, CountingServer, harness_cli
+from tests.approval.helpers import CALLER, CountingServer, Terminal, approve
 
 PROMPT = "Approve outbound request #1? [yes/no]"
-
-
-class Terminal:
-    """A harness process whose stdin and stdout are the slave side of a pseudo-terminal."""
-
-    def __init__(self, command: list[str], env: dict[str, str] | None = None) -> None:
-        self.master, slave = pty.openpty()
-        self.proc = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, cwd=REPO,
-                                     env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
-        os.close(slave)
-        self.screen = b""
-
-    def read_until(self, text: str, timeout: float = 20.0) -> str:
-        deadline = time.time() + timeout
-        while text.encode() not in self.screen:
-            assert time.time() < deadline, f"{text!r} never appeared; the terminal shows:\n{self.screen.decode(errors='replace')}"
-            ready, _, _ = select.select([self.master], [], [], 0.1)
-            if ready:
-                try:
-                    self.screen += os.read(self.master, 65536)
-                except OSError:       # the process ended and closed the terminal
-                    break
-        return self.screen.decode(errors="replace")
-
-    def type(self, line: str) -> None:
-        os.write(self.master, line.encode() + b"\n")
-
-    def result(self) -> dict[str, object]:
-        self.read_until('"text"')
-        self.proc.wait(20)
-        last = [ln for ln in self.screen.decode(errors="replace").splitlines() if ln.startswith("{")][-1]
-        return json.loads(last)
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-        os.close(self.master)
 
 
 @pytest.fixture
@@ -105,8 +63,10 @@ def test_a_forged_prompt_in_the_payload_stays_inside_the_gutter(tmp_path: Path, 
     try:
         screen = term.read_until(f"{PROMPT} (or decide elsewhere: harness")
         lines = screen.replace("\r", "").split("\n")
-        assert [ln for ln in lines if ln.startswith("Approve outbound")] == [
-            f"{PROMPT} (or decide elsewhere: harness approvals approve 1): "]
+        ours = [ln for ln in lines if ln.startswith("Approve outbound")]
+        assert len(ours) == 1 and re.fullmatch(
+            re.escape(f"{PROMPT} (or decide elsewhere: harness approvals approve 1 --hash ") + "[0-9a-f]{64}\\): ",
+            ours[0]), ours
         assert f"│   {PROMPT} (or decide elsewhere): " in lines
         term.type("maybe")                       # positive control of the parser: asks again
         term.read_until("please type yes or no (got 'maybe')")
@@ -122,7 +82,7 @@ def test_a_decision_made_elsewhere_ends_the_prompt(tmp_path: Path, server: Count
     term = _ask(tmp_path, server, "payload")
     try:
         term.read_until(PROMPT)
-        assert harness_cli("approve", "1", "--by", "ops", state_dir=tmp_path).returncode == 0
+        assert approve(tmp_path, 1, "--by", "ops").returncode == 0
         term.read_until("request #1 was approved by ops")
         assert "hit 1 POST" in str(term.result()["text"]) and server.count() == 1
     finally:

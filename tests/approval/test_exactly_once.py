@@ -6,7 +6,14 @@ import signal
 from pathlib import Path
 
 from harness.approval.queue import ApprovalQueue
-from tests.approval.helpers import CountingServer, finish_call, harness_cli, start_call, wait_for
+from tests.approval.helpers import (
+    CountingServer,
+    approve,
+    finish_call,
+    harness_cli,
+    start_call,
+    wait_for,
+)
 
 
 def _pending(state: Path, n: int = 1) -> list:
@@ -23,7 +30,7 @@ def test_nothing_is_sent_before_approval_then_exactly_once(tmp_path: Path) -> No
         proc = start_call(tmp_path, server.url(), "send-1")
         request = _pending(tmp_path)[0]
         assert server.count() == 0 and proc.poll() is None      # held: the session waits, nothing left
-        decided = harness_cli("approve", str(request.id), state_dir=tmp_path)
+        decided = approve(tmp_path, request.id)
         assert decided.returncode == 0, decided.stderr
         result = finish_call(proc)
         assert result["ok"] and "hit 1 POST /collect" in str(result["text"])
@@ -45,14 +52,14 @@ def test_denial_sends_nothing_and_the_model_reads_the_reason(tmp_path: Path) -> 
 def test_repeating_an_executed_key_returns_the_stored_result_without_sending(tmp_path: Path) -> None:
     with CountingServer() as server:
         first = start_call(tmp_path, server.url(), "send-3")
-        harness_cli("approve", str(_pending(tmp_path)[0].id), state_dir=tmp_path)
+        approve(tmp_path, _pending(tmp_path)[0].id)
         assert finish_call(first)["ok"]
         again = finish_call(start_call(tmp_path, server.url(), "send-3"))
         assert "already ran once" in str(again["text"]) and "hit 1 POST /collect" in str(again["text"])
         assert server.count() == 1
         # positive control: a new key is a new action, held and sent once more after approval
         other = start_call(tmp_path, server.url(), "send-3b")
-        harness_cli("approve", str(_pending(tmp_path)[0].id), state_dir=tmp_path)
+        approve(tmp_path, _pending(tmp_path)[0].id)
         assert "hit 2 POST" in str(finish_call(other)["text"])
         assert server.count() == 2
 
@@ -60,7 +67,7 @@ def test_repeating_an_executed_key_returns_the_stored_result_without_sending(tmp
 def test_a_key_reused_for_different_arguments_is_refused(tmp_path: Path) -> None:
     with CountingServer() as server:
         first = start_call(tmp_path, server.url(), "send-4", body="one")
-        harness_cli("approve", str(_pending(tmp_path)[0].id), state_dir=tmp_path)
+        approve(tmp_path, _pending(tmp_path)[0].id)
         finish_call(first)
         other = finish_call(start_call(tmp_path, server.url(), "send-4", body="two"))
         assert other["ok"] is False
@@ -77,7 +84,7 @@ def test_killed_mid_wait_and_restarted_the_request_runs_once(tmp_path: Path) -> 
         restarted = start_call(tmp_path, server.url(), "send-5")     # the resumed session asks again
         wait_for(lambda: restarted.poll() is None, what="restarted process waiting")
         assert len(ApprovalQueue(tmp_path).list()) == 1             # it waits on the same request
-        harness_cli("approve", str(request.id), state_dir=tmp_path)
+        approve(tmp_path, request.id)
         assert "hit 1 POST" in str(finish_call(restarted)["text"])
         assert server.count() == 1
 
@@ -88,7 +95,7 @@ def test_approved_while_no_session_waits_then_resumed_runs_once(tmp_path: Path) 
         request = _pending(tmp_path)[0]
         proc.kill()
         proc.wait(10)
-        harness_cli("approve", str(request.id), state_dir=tmp_path)
+        approve(tmp_path, request.id)
         assert server.count() == 0                                   # approval alone sends nothing
         assert "hit 1 POST" in str(finish_call(start_call(tmp_path, server.url(), "send-6"))["text"])
         assert server.count() == 1
@@ -100,7 +107,7 @@ def test_two_sessions_racing_on_one_key_send_once_and_share_the_result(tmp_path:
         wait_for(lambda: ApprovalQueue(tmp_path).list(("pending",)), what="pending request")
         wait_for(lambda: all(p.poll() is None for p in procs), what="both waiting")
         assert len(ApprovalQueue(tmp_path).list()) == 1
-        harness_cli("approve", str(_pending(tmp_path)[0].id), state_dir=tmp_path)
+        approve(tmp_path, _pending(tmp_path)[0].id)
         results = [finish_call(p) for p in procs]
         assert all("hit 1 POST /collect" in str(r["text"]) for r in results)
         assert sum("already ran once" in str(r["text"]) for r in results) == 1

@@ -108,7 +108,7 @@ def test_git_push_sends_exactly_the_approved_commit_from_the_host(tmp_path: Path
     assert "main  (new on the remote)" in request.preview and "3 files changed" in request.preview
     assert _git("ls-remote", str(remote)) == ""                    # nothing pushed while held
     second = _commit(sandbox, "unreviewed change", "other.txt")    # the workspace moves on meanwhile
-    gate.queue.decide(request.id, True, "reviewer")
+    gate.queue.decide(request.id, True, "reviewer", seen_hash=request.request_hash)
     worker.join(60)
     assert outcome["out"].startswith(f"pushed {first[:12]} to origin/main")
     assert _git("rev-parse", "main", cwd=remote) == first          # what was approved, not the newer commit

@@ -129,3 +129,32 @@ def test_the_page_refuses_missing_token_foreign_host_and_cross_site_posts(
         status, text = _post(base, {**cookie, "Origin": f"http://{host}", "X-CSRF-Token": str(csrf)}, body)
         assert status == 200 and json.loads(text)["status"] == "approved"
         assert "hit 1 POST" in str(finish_call(proc)["text"]) and server.count() == 1
+
+
+HOSTILE_KEY = '<script>window.pwned=1</script><img src=x onerror="window.pwned=2">\x1b[2J[bold]k[/bold]'
+
+
+def test_a_hostile_key_and_body_show_as_text_and_a_stale_hash_is_refused(
+        tmp_path: Path, page_url: str, browser: webdriver.Chrome) -> None:
+    browser.get(page_url)
+    base, token = page_url.split("/?token=")
+    with CountingServer() as server:
+        proc = start_call(tmp_path, server.url(), HOSTILE_KEY, body="<b>bold</b><script>window.pwned=3</script>")
+        card = _card(browser, 1)
+        meta = card.find_element(By.CSS_SELECTOR, "div.meta").text
+        assert 'key <script>window.pwned=1</script><img src=x onerror="window.pwned=2">\\x1b[2J[bold]k[/bold]' in meta
+        assert "<b>bold</b><script>window.pwned=3</script>" in card.find_element(By.CSS_SELECTOR, "pre.preview").text
+        for tag in ("script", "img", "b"):
+            assert card.find_elements(By.TAG_NAME, tag) == [], tag
+        assert browser.execute_script("return window.pwned === undefined") is True
+        csrf = browser.find_element(By.CSS_SELECTOR, 'meta[name="csrf-token"]').get_attribute("content")
+        headers = {"Cookie": f"harness_approvals={token}", "Origin": base, "X-CSRF-Token": str(csrf)}
+        status, text = _post(base, headers, {"id": 1, "decision": "approve", "reason": "", "hash": "0" * 64})
+        assert status == 409 and json.loads(text)["error"].startswith("request #1 is not the one you saw: its hash is ")
+        assert server.count() == 0
+        card.find_element(By.CSS_SELECTOR, "[data-role=deny]").click()   # positive control: the shown hash works
+        assert finish_call(proc)["error"] == "ApprovalDenied"
+        row = WebDriverWait(browser, 15).until(lambda b: b.find_element(By.ID, "history-1"))
+        assert '<script>window.pwned=1</script><img src=x onerror="window.pwned=2">\\x1b[2J' in row.text
+        assert row.find_elements(By.TAG_NAME, "script") == [] and row.find_elements(By.TAG_NAME, "img") == []
+        assert server.count() == 0

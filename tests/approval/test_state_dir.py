@@ -1,0 +1,67 @@
+"""The state folder holds what the model sent: only its owner can read it, whatever the umask."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from harness.approval.queue import ApprovalQueue
+from harness.errors import UnsafePathError
+
+
+@pytest.fixture
+def umask_022() -> Iterator[None]:
+    old = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+def _fill(queue: ApprovalQueue) -> None:
+    queue.submit(session="s", tool="http_request", key="k", call_args={"u": 1},
+                 args={"headers": {"Authorization": "Bearer model-sent"}}, preview="p")
+
+
+def test_a_new_state_folder_is_0700_and_the_database_files_0600_under_umask_022(tmp_path: Path, umask_022: None) -> None:
+    state = tmp_path / "home" / "state"
+    queue = ApprovalQueue(state)
+    _fill(queue)
+    files = sorted(p.name for p in state.iterdir())
+    assert files == ["approvals.sqlite3", "approvals.sqlite3-shm", "approvals.sqlite3-wal"]
+    assert _mode(state) == 0o700
+    assert {name: _mode(state / name) for name in files} == dict.fromkeys(files, 0o600)
+    queue.close()
+    plain = tmp_path / "plain"                    # positive control: the umask alone would give 0755
+    plain.mkdir()
+    assert _mode(plain) == 0o755
+
+
+def test_an_existing_open_state_folder_is_closed_on_first_use(tmp_path: Path, umask_022: None) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o755)
+    (state / "approvals.sqlite3").touch(mode=0o644)
+    (state / "approvals.sqlite3-wal").touch(mode=0o644)
+    assert _mode(state) == 0o755 and _mode(state / "approvals.sqlite3") == 0o644
+    _fill(ApprovalQueue(state))
+    assert _mode(state) == 0o700
+    assert _mode(state / "approvals.sqlite3") == 0o600 and _mode(state / "approvals.sqlite3-wal") == 0o600
+
+
+def test_a_database_path_planted_as_a_link_is_refused_and_its_target_untouched(tmp_path: Path) -> None:
+    state, target = tmp_path / "state", tmp_path / "elsewhere.txt"
+    state.mkdir(mode=0o700)
+    target.write_text("keep me\n")
+    (state / "approvals.sqlite3").symlink_to(target)
+    before = _mode(target)
+    with pytest.raises(UnsafePathError, match=r"approvals\.sqlite3: it is a symbolic link \(to '.*elsewhere\.txt'\)"):
+        ApprovalQueue(state)
+    assert target.read_text() == "keep me\n" and _mode(target) == before
