@@ -14,9 +14,18 @@ A policy file (TOML) is a list of rules tried in order; the first that matches d
     decision = "deny"
     unless = { url = "https://api\\.example\\.com/.*" }
 
+    [[rules]]
+    name = "no-session-notes"
+    tool = "http_request"
+    decision = "deny"
+    match = { "header.X-Session-Note" = ".+" }
+
 `match` and `unless` map argument names (of the request as it will run) to regular expressions
-matched against the whole value. A rule applies when every `match` pattern matches and not every
-`unless` pattern does. Nothing matches: the run's mode decides (ask a human, or deny when unattended).
+matched against the whole value. Headers of `http_request` are reachable too: `header.NAME` is the
+value of header NAME (any case; "" when absent) and `headers` is every header the model sent, one
+`Name: value` line each, sorted (`unless = { headers = "(Accept: [^\\n]*)?" }` allows at most an
+Accept header). A rule applies when every `match` pattern matches and not every `unless` pattern
+does. Nothing matches: the run's mode decides (ask a human, or deny when unattended).
 """
 
 from __future__ import annotations
@@ -47,9 +56,9 @@ class Rule:
     def applies(self, tool: str, args: Mapping[str, Any]) -> bool:
         if not fnmatch.fnmatchcase(tool, self.tool):
             return False
-        if not all(p.fullmatch(_text(args.get(k))) for k, p in self.match.items()):
+        if not all(p.fullmatch(value_of(args, k)) for k, p in self.match.items()):
             return False
-        return not self.unless or not all(p.fullmatch(_text(args.get(k))) for k, p in self.unless.items())
+        return not self.unless or not all(p.fullmatch(value_of(args, k)) for k, p in self.unless.items())
 
 
 @dataclass(frozen=True)
@@ -74,6 +83,18 @@ class Policy:
 
 def _text(value: Any) -> str:
     return "" if value is None else value if isinstance(value, str) else str(value)
+
+
+def value_of(args: Mapping[str, Any], key: str) -> str:
+    """The text a pattern is matched against: an argument, `header.NAME`, or `headers` (see above)."""
+    headers = args.get("headers")
+    if isinstance(headers, Mapping) and key == "headers":
+        return "\n".join(f"{name}: {_text(value)}" for name, value in sorted(headers.items()))
+    if key.lower().startswith("header.") and key not in args:
+        wanted = key[len("header."):].lower()
+        found = headers.items() if isinstance(headers, Mapping) else ()
+        return next((_text(v) for name, v in found if str(name).lower() == wanted), "")
+    return _text(args.get(key))
 
 
 def _patterns(raw: Any, where: str) -> dict[str, re.Pattern[str]]:

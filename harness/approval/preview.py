@@ -7,16 +7,20 @@ the cursor, reorder text with bidi overrides, hide characters with zero-width jo
 line that looks like our prompt. `safe_ident` also escapes every non-ASCII character, so a host such
 as ``exаmple.com`` (Cyrillic ``а``) shows as ``ex\\u0430mple.com``.
 
+Nothing the model sends is masked: the human approves what they can read. The only values a preview
+hides are ones the operator supplied (a credential the host adds when the request runs, see
+`harness.approval.credentials`), and the preview names where each came from (`operator_value`).
+
 Renderers (console, web page, CLI) show previews inside a gutter (see `gutter`) and sanitise again
-when they display, because the database is not trusted to hold only clean text.
+when they display, because the database is not trusted to hold only clean text. Every other string
+they print that came from the model or the database (tool, key, session, decider, reason) goes
+through `safe_text` or `safe_ident` too; nothing is printed through a markup interpreter.
 """
 
 from __future__ import annotations
 
 from sandbox.text import escape_char, escape_unsafe
 
-SECRET_HEADER_WORDS = ("authorization", "cookie", "token", "secret", "password", "api-key", "apikey",
-                       "x-api-key", "credential", "session", "signature")
 BODY_HEAD_CHARS = 2000
 
 
@@ -34,14 +38,10 @@ def has_non_ascii(text: str) -> bool:
     return any(ord(ch) > 0x7E or ord(ch) < 0x20 for ch in text)
 
 
-def is_secret_header(name: str) -> bool:
-    lowered = name.lower()
-    return any(word in lowered for word in SECRET_HEADER_WORDS)
-
-
-def mask(value: str) -> str:
-    """A secret shown by its length only."""
-    return f"****** (masked, {len(value)} chars)"
+def operator_value(source: str) -> str:
+    """How a preview shows a value the operator supplied (never one the model sent): hidden, with where
+    it comes from."""
+    return f"(hidden: {safe_text(source)}; added by the host when the request runs, not stored, not shown to the model)"
 
 
 def body_preview(body: str | bytes | None, limit: int = BODY_HEAD_CHARS) -> list[str]:

@@ -35,6 +35,7 @@ def _git(*args: str, cwd: Path | None = None, check: bool = True) -> subprocess.
 
 
 def masked_url(url: str) -> str:
+    """An operator-configured remote URL with its user and password (if any) hidden."""
     parts = urlsplit(url)
     if parts.username or parts.password:
         host = parts.hostname or ""
@@ -100,9 +101,9 @@ def _remote_tip(repo: Path, url: str, branch: str) -> str | None:
 
 def _describe(repo: Path, name: str, url: str, branch: str, commit: str, base: str | None) -> Prepared:
     if base == commit:
-        raise ToolError(f"nothing to push: {name}/{safe_ident(branch)} is already at {commit[:12]}")
+        raise ToolError(f"nothing to push: {safe_ident(name)}/{safe_ident(branch)} is already at {commit[:12]}")
     if base and _git("merge-base", "--is-ancestor", base, commit, cwd=repo, check=False).returncode != 0:
-        raise ToolError(f"{name}/{safe_ident(branch)} has commits that your branch does not contain (remote at "
+        raise ToolError(f"{safe_ident(name)}/{safe_ident(branch)} has commits that your branch does not contain (remote at "
                         f"{base[:12]}); a push would be refused and force pushes are not offered. Push to a "
                         "new branch name instead.")
     span = f"{base}..{commit}" if base else commit
@@ -110,7 +111,10 @@ def _describe(repo: Path, name: str, url: str, branch: str, commit: str, base: s
     count = _git("rev-list", "--count", span, cwd=repo).stdout.strip()
     empty_tree = _git("hash-object", "-t", "tree", "/dev/null", cwd=repo).stdout.strip()
     stat = _git("diff", "--stat", base or empty_tree, commit, cwd=repo).stdout.rstrip().splitlines()
-    fields = [("remote", f"{safe_ident(name)} = {safe_ident(masked_url(url))}"),
+    hidden = masked_url(url) != url
+    fields = [("remote", f"{safe_ident(name)} = {safe_ident(masked_url(url))}"
+               + ("  (*** = the user/password of the operator's configured URL, approval.git_remotes; used by "
+                  "the host only)" if hidden else "")),
               ("branch", safe_ident(branch) + ("  (new on the remote)" if base is None else "  (fast-forward)")),
               ("commit", commit), ("commits", f"{count} to push" + (", first 50 listed" if int(count) > 50 else ""))]
     lines = field_lines(fields) + ["  " + safe_text(line) for line in log] + ["diff stat:"]
@@ -124,7 +128,7 @@ def _execute_with(config: "Config") -> Any:
     def execute(args: dict[str, Any], ctx: ToolContext) -> str:
         url = _remote_url(config, args["remote"])
         if hashlib.sha256(url.encode()).hexdigest() != args["remote_url_sha256"]:
-            raise ToolError(f"the URL of remote {args['remote']!r} changed since the push was approved; "
+            raise ToolError(f"the URL of remote {safe_ident(args['remote'])!r} changed since the push was approved; "
                             "nothing was pushed. Ask again with a new key.")
         with tempfile.TemporaryDirectory(prefix="harness-push-") as tmp:
             repo = _bundle_to_host(ctx, Path(tmp))
@@ -134,10 +138,10 @@ def _execute_with(config: "Config") -> Any:
             pushed = _git("push", "--porcelain", url, f"{args['commit']}:refs/heads/{args['branch']}",
                           cwd=repo, check=False)
         if pushed.returncode != 0:
-            raise ToolError(f"git push to {args['remote']}/{args['branch']} was refused (exit "
+            raise ToolError(f"git push to {safe_ident(args['remote'])}/{safe_ident(args['branch'])} was refused (exit "
                             f"{pushed.returncode}): {safe_text(pushed.stderr.strip()[-1500:])}")
-        return (f"pushed {args['commit'][:12]} to {args['remote']}/{args['branch']} "
-                f"({masked_url(url)})\n{safe_text(pushed.stdout.strip())}")
+        return (f"pushed {args['commit'][:12]} to {safe_ident(args['remote'])}/{safe_ident(args['branch'])} "
+                f"({safe_ident(masked_url(url))})\n{safe_text(pushed.stdout.strip())}")
     return execute
 
 

@@ -73,7 +73,9 @@ def test_a_request_without_a_decision_expires_and_the_model_is_told(tmp_path: Pa
         gate.mode = "deny"                      # asked again under the same key: queued anew, then decided
         with pytest.raises(ApprovalDenied, match="rule default-deny"):
             tools["http_request"].function(ctx, url=server.url(), key="slow")
-        assert [e.event for e in gate.queue.audit()] == ["submitted", "expired", "submitted", "denied"]
+        assert [(e.request_id, e.event) for e in gate.queue.audit()] == [
+            (1, "submitted"), (1, "expired"), (2, "submitted"), (2, "denied")]     # asked again: a new id
+        assert gate.queue.get(1).status == "expired" and gate.queue.audit()[2].detail["asked_again_after"] == 1
 
 
 def test_redirects_are_reported_not_followed(tmp_path: Path) -> None:
@@ -93,13 +95,13 @@ def test_bad_arguments_are_refused_before_anything_is_queued(tmp_path: Path) -> 
     assert gate.queue.list() == []
 
 
-def test_the_preview_masks_secrets_and_shows_lookalike_hosts_escaped(tmp_path: Path) -> None:
+def test_the_preview_shows_every_header_and_lookalike_hosts_escaped(tmp_path: Path) -> None:
     tools, ctx, gate = _setup(tmp_path, "deny")
     with pytest.raises(ApprovalDenied):
         tools["http_request"].function(ctx, url="https://p\u0430ypal.com/login", key="p", body="a\u200bb\u202ec",
                                        headers={"Authorization": "Bearer abcdef", "Accept": "text/plain"})
     preview = gate.queue.get(1).preview
-    assert "header Authorization  ****** (masked, 13 chars)" in preview and "abcdef" not in preview
+    assert "header Authorization  Bearer abcdef" in preview          # the model sent it: the human sees it
     assert "header Accept         text/plain" in preview
     assert "p\\u0430ypal.com   (WARNING: non-ASCII characters in the host, shown escaped)" in preview
     assert "a\\u200bb\\u202ec" in preview
@@ -194,12 +196,3 @@ def test_the_environment_sets_policy_index_and_remotes_and_refuses_passwords_in_
         load({"HARNESS_GIT_REMOTES": "origin=https://me:tok3n@example.org/repo.git"})
     with pytest.raises(ConfigError, match=r"\['nope'\] are not name=URL"):
         load({"HARNESS_GIT_REMOTES": "nope"})
-
-
-def test_show_json_masks_secret_headers_but_the_stored_request_keeps_them(tmp_path: Path) -> None:
-    tools, ctx, gate = _setup(tmp_path, "deny")
-    with pytest.raises(ApprovalDenied):
-        tools["http_request"].function(ctx, url="https://example.org/", headers={"X-Api-Key": "k-123"}, key="j")
-    shown = json.loads(harness_cli("show", "1", "--json", state_dir=tmp_path).stdout)
-    assert shown["args"]["headers"] == {"X-Api-Key": "****** (masked, 5 chars)"}
-    assert gate.queue.get(1).args["headers"] == {"X-Api-Key": "k-123"}        # what would run is intact
