@@ -7,7 +7,8 @@
    key already pending waits on that same request; a key reused for different arguments is refused;
 3. a new request is prepared (the exact arguments that will run, and the preview), queued, and
    decided by the policy, a human on this terminal, or a human elsewhere (CLI, web page), polled
-   from the database; no decision before the timeout: expired, and the model is told;
+   from the database; no decision before the timeout: expired, and the model is told (asking again
+   with the same key then queues a new request, with a new id);
 4. approved: claimed (`executing` recorded before anything is sent), run once from the host with
    the stored arguments, then recorded as `done` or `failed` with its result.
 """

@@ -4,7 +4,7 @@
 catalog and the services to `ToolContext.services`. `mode` is the run's `--approve` value:
 
     ask     a human decides: on this terminal when there is one (prompt), and from anywhere else
-            (`harness approvals approve ID`, the web page); policy rules decide first
+            (`harness approvals approve ID --hash H`, the web page); policy rules decide first
     queue   like ask, without the terminal prompt (a supervised run watched from the web page)
     deny    unattended: only policy rules can approve; everything else is denied at once
     auto    ask when stdin and stdout are terminals, deny otherwise
