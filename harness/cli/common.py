@@ -1,21 +1,49 @@
-"""Small pieces the subcommands share: config loading, the sandbox image, a sandbox for a folder."""
+"""Small pieces the subcommands share: printing hostile text, config loading, the sandbox image, a
+sandbox for a folder.
+
+Every line the CLI prints goes through `print_safe`: names, ids, paths, model text, command output and
+exception messages may all come from the model or an input file, so each is escaped by the one
+escaper (`sandbox.text.escape_unsafe`) and is never read as rich markup. Rich renderables get their
+text from `safe_line`. The other `print(` calls left print ASCII JSON (`json.dumps` escapes every
+control and non-ASCII character).
+"""
 
 from __future__ import annotations
 
 import sys
 import uuid
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TextIO
+
+from rich.console import Console
+from rich.text import Text
 
 from harness.config import Config, load
 from sandbox.api import SandboxSpec
 from sandbox.docker_sandbox import DockerSandbox
 from sandbox.images import ensure_image
+from sandbox.text import escape_unsafe
+
+
+def safe_line(text: object, style: str = "") -> Text:
+    """`text` as a rich `Text`: controls and invisible characters shown as escapes (`\\x1b`), and
+    `[bold]` shown as written, never applied as markup."""
+    return Text(escape_unsafe(str(text)), style=style)
+
+
+def print_safe(out: Console | TextIO, text: object, *, style: str = "") -> None:
+    """Print `text`, which may hold values the model or an input file chose, on `out` (a rich console
+    or a stream), escaped and never interpreted as markup or highlighted."""
+    if isinstance(out, Console):
+        out.print(safe_line(text, style), highlight=False)
+    else:
+        out.write(escape_unsafe(str(text)) + "\n")
+        out.flush()
 
 
 def stderr_progress(prefix: str = "harness") -> Callable[[str], None]:
-    def report(message: str) -> None:
-        print(f"{prefix}: {message}", file=sys.stderr, flush=True)
+    def report(message: str) -> None:   # build output: the task's install steps print what they like
+        print_safe(sys.stderr, f"{prefix}: {message}")
     return report
 
 

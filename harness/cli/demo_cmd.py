@@ -11,9 +11,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from harness.cli.common import print_safe
 from harness.cli.run_cmd import execute, exit_code, find_task, print_summary
 from harness.config import Config, Secrets, load
 from harness.errors import ConfigError
@@ -53,19 +55,20 @@ def _run(args: argparse.Namespace) -> int:
     config = config.replace(model=dataclasses.replace(config.model, spec=spec))
     task = find_task(args.task)
     out = args.out or Path("runs") / f"demo-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"
-    print(f"demo: task {task.id} ({task.repo_dir}), model {spec}: {why}")
-    print(f"problem: {task.problem_statement.strip().splitlines()[0]}")
+    show = sys.stdout   # everything below the model, the task or the tests wrote: escaped
+    print_safe(show, f"demo: task {task.id} ({task.repo_dir}), model {spec}: {why}")
+    print_safe(show, f"problem: {task.problem_statement.strip().splitlines()[0]}")
     outcome = execute(task, config, secrets, out)
-    print("\n--- what the agent did (trajectory.jsonl) ---")
-    print(steps(out / "trajectory.jsonl"))
-    print("\n--- the agent's patch (patch.diff) ---")
-    print(outcome.patch.rstrip() or "(the agent changed nothing)")
+    print_safe(show, "\n--- what the agent did (trajectory.jsonl) ---")
+    print_safe(show, steps(out / "trajectory.jsonl"))
+    print_safe(show, "\n--- the agent's patch (patch.diff) ---")
+    print_safe(show, outcome.patch.rstrip() or "(the agent changed nothing)")
     tests = out / "tests.txt"
     if tests.is_file():
         lines = tests.read_text().rstrip().splitlines()
-        print("\n--- the task's tests, run in the sandbox after the session (tests.txt) ---")
-        print("\n".join(lines[:2] + (["[...]"] if len(lines) > 14 else []) + lines[max(2, len(lines) - 12):]))
-    print()
+        print_safe(show, "\n--- the task's tests, run in the sandbox after the session (tests.txt) ---")
+        print_safe(show, "\n".join(lines[:2] + (["[...]"] if len(lines) > 14 else []) + lines[max(2, len(lines) - 12):]))
+    print_safe(show, "")
     print_summary(task, outcome)
     return exit_code(outcome)
 

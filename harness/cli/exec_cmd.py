@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from harness.cli.common import open_sandbox
+from harness.cli.common import open_sandbox, print_safe
 from harness.config import load
 from harness.errors import ConfigError, HarnessError
 from harness.tools.shell import budget_of, run_command
@@ -35,7 +35,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         return _exec(args)
     except (HarnessError, SandboxError) as exc:
-        print(f"harness exec: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print_safe(sys.stderr, f"harness exec: {type(exc).__name__}: {exc}")
         return EXIT_HARNESS_FAILED
 
 
@@ -48,8 +48,8 @@ def _exec(args: argparse.Namespace) -> int:
     timeout = args.timeout if args.timeout is not None else config.tools.command_timeout
     with open_sandbox(args.dir, config, quiet=args.json) as box:
         result, observation = run_command(box, command, timeout, budget_of(config.tools))
-    if args.json:
-        print(json.dumps({"observation": observation, **dataclasses.asdict(result)}, ensure_ascii=False))
+    if args.json:   # ASCII JSON: the same data, with nothing a terminal would act on
+        print(json.dumps({"observation": observation, **dataclasses.asdict(result)}))
     else:
-        print(observation)
+        print_safe(sys.stdout, observation)
     return EXIT_TIMEOUT if result.timed_out else result.exit_code

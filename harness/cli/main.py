@@ -13,7 +13,10 @@ import os
 import signal
 import sys
 import threading
+import traceback
+from types import TracebackType
 
+from harness.cli.common import print_safe
 from harness.errors import ConfigError, HarnessError, TaskError, UnsafePathError
 from sandbox.errors import DockerUnavailable, SandboxError
 
@@ -39,7 +42,13 @@ def _terminate(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _print_uncaught(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+    """A bug's traceback, escaped like every other line: its message may quote a hostile value."""
+    print_safe(sys.stderr, "".join(traceback.format_exception(kind, exc, tb)).rstrip())
+
+
 def main(argv: list[str] | None = None) -> int:
+    sys.excepthook = _print_uncaught
     parser = build_parser()
     args = parser.parse_args(argv)
     if threading.current_thread() is threading.main_thread():
@@ -51,16 +60,16 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
-        print("interrupted; containers of this run were removed", file=sys.stderr)
+        print_safe(sys.stderr, "interrupted; containers of this run were removed")
         return EXIT_INTERRUPTED
-    except (ConfigError, TaskError, UnsafePathError) as exc:
-        print(f"harness: error: {exc}", file=sys.stderr)
+    except (ConfigError, TaskError, UnsafePathError) as exc:   # messages quote hostile values: ids, commits
+        print_safe(sys.stderr, f"harness: error: {exc}")
         return EXIT_USAGE
     except DockerUnavailable as exc:
-        print(f"harness: Docker is not available: {exc}", file=sys.stderr)
+        print_safe(sys.stderr, f"harness: Docker is not available: {exc}")
         return EXIT_INFRA
     except (SandboxError, HarnessError) as exc:
-        print(f"harness: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print_safe(sys.stderr, f"harness: {type(exc).__name__}: {exc}")
         return EXIT_INFRA
 
 

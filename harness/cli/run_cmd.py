@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from rich.text import Text
+
 from harness import checks
+from harness.cli.common import print_safe, safe_line
 from harness.config import Config, Secrets, load
 from harness.errors import ConfigError, TaskError
 from harness.evaluation.tasks import Task, load_task
@@ -118,11 +122,11 @@ def _run(args: argparse.Namespace) -> int:
     try:
         outcome = execute(task, config, secrets, out, resume_from=resume)
     except KeyboardInterrupt:
-        print(f"harness run: interrupted; everything done so far is in {out}/trajectory.jsonl; continue with: "
-              f"harness run {args.task} --resume {out} --model {config.model.spec}", file=sys.stderr)
+        print_safe(sys.stderr, f"harness run: interrupted; everything done so far is in {out}/trajectory.jsonl; "
+                               f"continue with: harness run {args.task} --resume {out} --model {config.model.spec}")
         raise
-    if args.json:
-        print((out / "result.json").read_text(), end="")
+    if args.json:   # ASCII JSON: the same data, with nothing a terminal would act on
+        print(json.dumps(json.loads((out / "result.json").read_text()), indent=2))
     else:
         print_summary(task, outcome)
     return exit_code(outcome)
@@ -169,7 +173,8 @@ def _may_prompt(config: Config) -> bool:
 class LiveProgress:
     """Turn, last tool and elapsed time on a terminal (rich): a line per tool call, and a spinner with
     the current state (its clock ticks while the model thinks) unless an approval prompt may need the
-    terminal. Phase lines only when stderr is not a terminal."""
+    terminal. Phase lines only when stderr is not a terminal. Names, phases and the model's name are
+    hostile (the model picks tool names, a script's file name is the model's name): all shown escaped."""
 
     def __init__(self, task: Task, model: str, spinner: bool = True) -> None:
         from rich.console import Console
@@ -181,9 +186,9 @@ class LiveProgress:
         self.turn, self.tool, self.tokens = 0, "", 0
         self.started = time.monotonic()
 
-    def __rich__(self) -> str:
-        return (f"{self.title} · turn {self.turn} · last tool {self.tool or '-'} · "
-                f"{time.monotonic() - self.started:.0f}s · {self.tokens} tokens")
+    def __rich__(self) -> Text:
+        return safe_line(f"{self.title} · turn {self.turn} · last tool {self.tool or '-'} · "
+                         f"{time.monotonic() - self.started:.0f}s · {self.tokens} tokens")
 
     def __enter__(self) -> Callable[["StepEvent | str"], None]:
         self.started = time.monotonic()
@@ -198,18 +203,18 @@ class LiveProgress:
 
     def report(self, event: "StepEvent | str") -> None:
         if isinstance(event, str):
-            self.console.print(f"[dim]{self.title}:[/dim] {event}", highlight=False)
+            print_safe(self.console, f"{self.title}: {event}")
             return
         self.turn = event.turn
         self.tokens += event.usage.input_tokens + event.usage.output_tokens
         if event.kind == "tool":
             self.tool = f"{event.tool}{' (error)' if event.is_error else ''}"
             if self.live:
-                self.console.print(f"  turn {event.turn:>3}  {self.tool:<24} {event.elapsed:7.1f}s", highlight=False)
+                print_safe(self.console, f"  turn {event.turn:>3}  {self.tool:<24} {event.elapsed:7.1f}s")
         elif self.live and not self.spinner:   # no status line: say when the model has answered
             used = event.usage.input_tokens + event.usage.output_tokens
-            self.console.print(f"  turn {event.turn:>3}  {'(model answered)':<24} {event.elapsed:7.1f}s"
-                               f"{f'  {used} tokens' if used else ''}", style="dim", highlight=False)
+            print_safe(self.console, f"  turn {event.turn:>3}  {'(model answered)':<24} {event.elapsed:7.1f}s"
+                                     f"{f'  {used} tokens' if used else ''}", style="dim")
 
 
 def print_summary(task: Task, o: SessionOutcome) -> None:
@@ -218,13 +223,15 @@ def print_summary(task: Task, o: SessionOutcome) -> None:
     added = sum(1 for x in o.patch.splitlines() if x.startswith("+") and not x.startswith("+++"))
     removed = sum(1 for x in o.patch.splitlines() if x.startswith("-") and not x.startswith("---"))
     files = sum(1 for x in o.patch.splitlines() if x.startswith("diff --git "))
-    print(f"{task.id}: {tests} · stopped: {o.stop_reason} ({STOP_WORDS.get(o.stop_reason, '')}) · "
-          f"{o.turns} turn(s) · {o.attempts} attempt(s) · {o.duration:.1f}s")
-    print(f"tokens: {o.usage.input_tokens} in, {o.usage.output_tokens} out, {o.usage.cache_read_tokens} cached · {cost}")
-    print(f"patch: {files} file(s), +{added} -{removed}")
+    out = sys.stdout
+    print_safe(out, f"{task.id}: {tests} · stopped: {o.stop_reason} ({STOP_WORDS.get(o.stop_reason, '')}) · "
+                    f"{o.turns} turn(s) · {o.attempts} attempt(s) · {o.duration:.1f}s")
+    print_safe(out, f"tokens: {o.usage.input_tokens} in, {o.usage.output_tokens} out, "
+                    f"{o.usage.cache_read_tokens} cached · {cost}")
+    print_safe(out, f"patch: {files} file(s), +{added} -{removed}")
     if o.stop_reason != "end" and o.final_text:
-        print(f"why it stopped: {o.final_text[:400]}")
-    print(f"files: {o.out_dir}/trajectory.jsonl, patch.diff, result.json")
+        print_safe(out, f"why it stopped: {o.final_text[:400]}")
+    print_safe(out, f"files: {o.out_dir}/trajectory.jsonl, patch.diff, result.json")
 
 
 def exit_code(o: SessionOutcome) -> int:

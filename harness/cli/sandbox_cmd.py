@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
-from harness.cli.common import stderr_progress
+from harness.cli.common import print_safe, stderr_progress
 from sandbox.docker_client import client_or_default
 from sandbox.images import PYTHON_RELEASES, ensure_image, prune
 from sandbox.reaper import reap
@@ -33,7 +34,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 def _build(args: argparse.Namespace) -> int:
     tag = ensure_image(python=args.python, base=args.base, progress=stderr_progress("sandbox build"),
                        force=args.force)
-    print(tag)
+    print_safe(sys.stdout, tag)
     return 0
 
 
@@ -42,7 +43,7 @@ def _reap(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(removed))
     else:
-        print(f"removed {len(removed)}: {', '.join(removed)}" if removed else "nothing to remove")
+        print_safe(sys.stdout, f"removed {len(removed)}: {', '.join(removed)}" if removed else "nothing to remove")
     return 0
 
 
@@ -52,7 +53,7 @@ def _prune(args: argparse.Namespace) -> int:
         print(json.dumps({"removed": removed, "in_use": in_use, "dry_run": args.dry_run}))
         return 0
     verb = "would remove" if args.dry_run else "removed"
-    print(f"{verb} {len(removed)} image(s)" + (f": {', '.join(removed)}" if removed else ""))
+    print_safe(sys.stdout, f"{verb} {len(removed)} image(s)" + (f": {', '.join(removed)}" if removed else ""))
     if in_use:
-        print(f"kept {len(in_use)} still used by a container: {', '.join(in_use)}")
+        print_safe(sys.stdout, f"kept {len(in_use)} still used by a container: {', '.join(in_use)}")
     return 0

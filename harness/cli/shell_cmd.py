@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.cli.common import open_sandbox
+from harness.cli.common import open_sandbox, print_safe
 from harness.config import load
 from harness.tools.shell import budget_of, run_command
 
@@ -27,14 +27,14 @@ def _run(args: argparse.Namespace) -> int:
     budget = budget_of(t)
     timeout = args.timeout if args.timeout is not None else t.command_timeout
     with open_sandbox(args.dir, config) as box:
-        print(BANNER, file=sys.stderr)
+        print_safe(sys.stderr, BANNER)
         while True:
             try:
                 line = input("sandbox$ ")
             except EOFError:
-                print(file=sys.stderr)
+                print_safe(sys.stderr, "")
                 return 0
             if line.strip() in ("exit", "quit"):
                 return 0
             if line.strip():
-                print(run_command(box, line, timeout, budget)[1])
+                print_safe(sys.stdout, run_command(box, line, timeout, budget)[1])

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
+from harness.cli.common import print_safe
 from harness.evaluation.tasks import check_task, find_task_dirs, load_task
 
 DEFAULT_DIRS = [Path("tasks")]
@@ -43,12 +45,12 @@ def _check(args: argparse.Namespace) -> int:
         problems = check_task(d)
         if problems:
             bad += 1
-            print(f"{d}: INVALID")
+            print_safe(sys.stdout, f"{d}: INVALID")
             for problem in problems:
-                print(f"  - {problem}")
+                print_safe(sys.stdout, f"  - {problem}")
         else:
-            print(f"{d}: ok")
-    print(f"{len(dirs) - bad} of {len(dirs)} task(s) valid")
+            print_safe(sys.stdout, f"{d}: ok")
+    print_safe(sys.stdout, f"{len(dirs) - bad} of {len(dirs)} task(s) valid")
     return 2 if bad or not dirs else 0
 
 
@@ -63,8 +65,9 @@ def _list(args: argparse.Namespace) -> int:
             print(json.dumps(row))
         else:
             reqs = ", ".join(t.requirements) or "-"
-            print(f"{t.id:<14} python {t.python:<5} F2P {len(t.fail_to_pass):>2}  P2P {len(t.pass_to_pass):>2}  "
-                  f"gold {'yes' if t.gold_patch else 'no ':<3}  test.patch {'yes' if t.test_patch else 'no ':<3}  {reqs}")
+            print_safe(sys.stdout, f"{t.id:<14} python {t.python:<5} F2P {len(t.fail_to_pass):>2}  "
+                                   f"P2P {len(t.pass_to_pass):>2}  gold {'yes' if t.gold_patch else 'no ':<3}  "
+                                   f"test.patch {'yes' if t.test_patch else 'no ':<3}  {reqs}")
     return 0
 
 
@@ -72,6 +75,6 @@ def _export(args: argparse.Namespace) -> int:
     from harness.evaluation.instances import export_instances
     tasks = [load_task(d) for d in find_task_dirs(args.dirs or DEFAULT_DIRS)]
     rows = export_instances(tasks, args.out, args.repos)
-    print(f"wrote {len(rows)} instance(s) to {args.out} and their sources to {args.repos}/; evaluate them with "
-          f"`harness eval --instances {args.out} --repos {args.repos} --model gold`")
+    print_safe(sys.stdout, f"wrote {len(rows)} instance(s) to {args.out} and their sources to {args.repos}/; "
+                           f"evaluate them with `harness eval --instances {args.out} --repos {args.repos} --model gold`")
     return 0

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import textwrap
 
 from harness import config as config_module
+from harness.cli.common import print_safe
 from harness.tools.catalog import default_catalog
 
 
@@ -29,16 +31,16 @@ def _run(args: argparse.Namespace) -> int:
     catalog = default_catalog(cfg, outbound_tools(cfg))
     if args.json:
         specs = [{**tool.spec(), "effect": tool.effect.value} for tool in catalog.tools.values()]
-        print(json.dumps(specs, indent=2, ensure_ascii=False))
+        print(json.dumps(specs, indent=2))   # ASCII JSON: nothing a terminal would act on
         return 0
     for tool in catalog.tools.values():
         required = set(tool.parameters.get("required", []))
         params = ", ".join(n if n in required else f"[{n}]" for n in tool.parameters.get("properties", {}))
-        print(f"{tool.name}({params})  [{tool.effect.value}]")
+        print_safe(sys.stdout, f"{tool.name}({params})  [{tool.effect.value}]")   # names and texts of the config
         for line in tool.description.split("\n"):
-            print(textwrap.fill(line, 100, initial_indent="    ", subsequent_indent="    "))
-        print()
+            print_safe(sys.stdout, textwrap.fill(line, 100, initial_indent="    ", subsequent_indent="    "))
+        print_safe(sys.stdout, "")
     outbound = sum(1 for t in catalog.tools.values() if t.effect.value == "outbound")
-    print(f"{len(catalog.tools)} tools ({outbound} outbound: each call waits for approval and runs once); "
+    print_safe(sys.stdout, f"{len(catalog.tools)} tools ({outbound} outbound: each call waits for approval and runs once); "
           "`harness tools --json` prints their full definitions.")
     return 0

@@ -3,6 +3,10 @@
 `LiveEvents` shows a bar (done/total, resolved so far, ETA) and the running instances with their
 current stage; `LineEvents` prints one line per finished instance (for logs and non-terminals).
 Events arrive from worker threads; the displays serialise them with a lock.
+
+Instance ids, model names, stage texts (build output) and error messages come from input files or
+the model: every one is shown through `sandbox.text.escape_unsafe`, and rich receives `Text` objects,
+never a string it would read as markup.
 """
 
 from __future__ import annotations
@@ -18,6 +22,12 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.evaluation.report import InstanceRecord
+from sandbox.text import escape_unsafe
+
+
+def _text(text: str, style: str = "") -> Text:
+    """A line for rich holding hostile values: escaped, and never parsed as markup."""
+    return Text(escape_unsafe(text), style=style)
 
 
 class Events(Protocol):
@@ -55,13 +65,14 @@ class LineEvents(SilentEvents):
             self.done += 1
             self.resolved += record.resolved
             extra = f" ({record.error})" if record.error else ""
-            self.stream.write(f"[{self.done}/{self.total}] {record.instance_id}: {record.status}{extra} "
-                              f"in {record.duration:.1f}s; resolved so far {self.resolved}\n")
+            self.stream.write(escape_unsafe(f"[{self.done}/{self.total}] {record.instance_id}: {record.status}"
+                                            f"{extra} in {record.duration:.1f}s; resolved so far "
+                                            f"{self.resolved}") + "\n")
             self.stream.flush()
 
     def message(self, text: str) -> None:
         with self.lock:
-            self.stream.write(text + "\n")
+            self.stream.write(escape_unsafe(text) + "\n")
             self.stream.flush()
 
 
@@ -107,23 +118,23 @@ class LiveEvents(SilentEvents):
             self.resolved += record.resolved
             self.bar.update(self.task, advance=1, resolved=self.resolved)
         style = {"resolved": "green", "error": "red"}.get(record.status, "yellow")
-        self.console.print(Text(f"{record.instance_id}: {record.status} in {record.duration:.1f}s"
-                                + (f" ({record.error})" if record.error else ""), style=style))
+        self.console.print(_text(f"{record.instance_id}: {record.status} in {record.duration:.1f}s"
+                                 + (f" ({record.error})" if record.error else ""), style=style))
 
     def message(self, text: str) -> None:
-        self.console.print(text)
+        self.console.print(_text(text))
 
     def _render(self) -> Group:
         with self.lock:
             rows = sorted(self.running.items(), key=lambda kv: kv[1][1])
-        lines = [Text(f"  {iid}: {stage[:70]} ({time.monotonic() - since:.0f}s)", style="dim")
+        lines = [_text(f"  {iid}: {stage[:70]} ({time.monotonic() - since:.0f}s)", style="dim")
                  for iid, (stage, since) in rows]
         return Group(self.bar, *lines)
 
 
 def summary_table(report: dict[str, object]) -> Table:
     """The per-instance table and the totals shown at the end of `harness eval`."""
-    table = Table(title=f"evaluation of {report['model_name_or_path']}")
+    table = Table(title=_text(f"evaluation of {report['model_name_or_path']}"))
     for column in ("instance", "status", "seconds", "turns", "tokens in/out", "cost $"):
         table.add_column(column, justify="left" if column in ("instance", "status") else "right")
     instances = report["instances"]
@@ -131,13 +142,14 @@ def summary_table(report: dict[str, object]) -> Table:
     for iid, row in sorted(instances.items()):
         tokens = row.get("tokens") or {}
         cost = row.get("cost_usd")
-        table.add_row(iid, row["status"] + (" (flaky)" if row.get("flaky") else ""), f"{row['duration']:.1f}",
+        table.add_row(_text(iid), _text(row["status"] + (" (flaky)" if row.get("flaky") else "")),
+                      f"{row['duration']:.1f}",
                       str(row.get("turns") if row.get("turns") is not None else "-"),
                       f"{tokens.get('input_tokens', 0)}/{tokens.get('output_tokens', 0)}" if tokens else "-",
                       f"{cost:.4f}" if isinstance(cost, (int, float)) else "-")
-    table.caption = (f"submitted {report['submitted_instances']}, completed {report['completed_instances']}, "
-                     f"resolved {report['resolved_instances']}, unresolved {report['unresolved_instances']} "
-                     f"(patch failed {report['patch_failed_instances']}), empty patch "
-                     f"{report['empty_patch_instances']}, errors {report['error_instances']}, "
-                     f"incomplete {report['incomplete_instances']}, flaky {report['flaky_instances']}")
+    table.caption = _text(f"submitted {report['submitted_instances']}, completed {report['completed_instances']}, "
+                          f"resolved {report['resolved_instances']}, unresolved {report['unresolved_instances']} "
+                          f"(patch failed {report['patch_failed_instances']}), empty patch "
+                          f"{report['empty_patch_instances']}, errors {report['error_instances']}, "
+                          f"incomplete {report['incomplete_instances']}, flaky {report['flaky_instances']}")
     return table
