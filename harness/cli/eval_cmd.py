@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from harness.cli.common import print_safe
 from harness.cli.run_cmd import add_session_options, apply_options
 from harness.config import Config, Secrets, load
 from harness.errors import ConfigError
@@ -138,8 +139,8 @@ def _predictions(args: argparse.Namespace, tasks: list[Task]) -> dict[str, Predi
     predictions = load_predictions(Path(args.predictions))
     unknown = sorted(set(predictions) - {t.id for t in tasks})
     if unknown and not args.instance_ids:
-        print(f"harness eval: {len(unknown)} prediction(s) name no known instance and are skipped: "
-              f"{unknown[:10]}", file=sys.stderr)
+        print_safe(sys.stderr, f"harness eval: {len(unknown)} prediction(s) name no known instance and are "
+                               f"skipped: {', '.join(unknown[:10])}")
     return predictions
 
 
@@ -170,4 +171,4 @@ def _print(report: dict[str, Any], out: Path, as_json: bool) -> None:
 
     from harness.evaluation.progress import summary_table
     Console().print(summary_table(report))
-    print(f"results in {out}/ (report.json, predictions.jsonl, instances/)")
+    print_safe(sys.stdout, f"results in {out}/ (report.json, predictions.jsonl, instances/)")
