@@ -9,9 +9,10 @@ Operations: ping, exec, read, write, put_tar, get_tar. `exec` runs a command wit
 process group and session, stdin closed, output read with bounded memory (head, tail, lines that
 match an error pattern, and the first bytes saved to a file); on timeout the whole group gets
 SIGTERM, then SIGKILL after a grace period. After every command, every process the command left
-behind (daemons, setsid'd children, SIGTERM-ignoring loops) is killed. Between commands one bash is
-started ahead for the next command (see `start_spare`). The server makes itself non-dumpable so
-that commands, which run as the same user, cannot reach it through /proc (`make_undumpable`).
+behind (daemons, setsid'd children, SIGTERM-ignoring loops, threads whose main thread exited) is
+killed, until a pass finds none left (`kill_leftovers`). Then, and only then, one bash is started
+ahead for the next command (see `start_spare`). The server makes itself non-dumpable so that
+commands, which run as the same user, cannot reach it through /proc (`make_undumpable`).
 
 Runs on the sandbox's own Python (3.9 or newer), standard library only. This file is over 250
 lines because it must be a single self-contained file copied into the image.
@@ -20,6 +21,7 @@ lines because it must be a single self-contained file copied into the image.
 from __future__ import annotations
 
 import base64
+import errno
 import io
 import json
 import os
@@ -183,6 +185,7 @@ SPARE_PRELUDE = ('IFS= read -r -d "" __harness_cmd <&{fd}; exec {fd}<&-; BASH_EX
                  'eval "unset __harness_cmd; : /bin/bash; $__harness_cmd"')   # `$_` as after bash -c
 COMMAND_OOM_SCORE_ADJ = 500
 SPARE_MAX_COMMAND = 16384   # bash reads a pipe one byte at a time: longer commands get a fresh bash
+SWEEP_SECONDS = 2.0         # passes over /proc before the leftover sweep falls back to kill(-1)
 
 
 def _spawn(argv: list, env: dict, cwd: str, pass_fds: tuple = ()) -> subprocess.Popen:
@@ -209,6 +212,28 @@ def _keywords(pattern: bytes):
     return [b"\n" + w[1:] if w.startswith(b"^") else w for w in words] or None
 
 
+def _stat(path: str):
+    """The fields of a /proc stat file after the command name (the state first), or None if it is gone."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return data[data.rfind(b")") + 2:].split()
+
+
+def _lives(pid: int, state: bytes) -> bool:
+    """Whether a thread of process `pid` lives. A leader in state Z may still have threads; threads
+    other than the leader leave /proc/<pid>/task as they exit, so any other entry there is one that
+    lived when listed (killing it again costs nothing)."""
+    if state not in (b"Z", b"X"):
+        return True
+    try:
+        return os.listdir(f"/proc/{pid}/task") not in ([], [str(pid)])
+    except OSError:
+        return False
+
+
 def _pidfd(pid: int):
     """A file descriptor that becomes readable when `pid` exits (Linux 5.3+), or None."""
     try:
@@ -224,60 +249,110 @@ class Server:
         # Killing "every other process of this user" is only right inside a sandbox; never on a host.
         self.contained = os.path.exists("/.dockerenv") and self.uid != 0
         self.counter = 0
-        self.protected = self._initial_processes()
+        self.initial = self._initial_processes()
+        self.protected = {self.me}   # and the waiting bash: children keep their pid until reaped
         self.killed: set = set()   # leftovers killed during the current command
+        self.clean = False         # the last sweep found no leftover, and no command ran since
+        self.zombies: set = set()  # (pid, start time) of the agent's zombies the last pass saw
         self.spare = None          # (bash waiting for its command, pipe to send it, env key)
         self.want_spare = None     # (env, cwd) of the last command: start a spare bash like it
 
     # ---- process hygiene -------------------------------------------------------------------
+    # A leftover is any process the server may signal (kill(pid, 0) succeeds: the agent's user, whatever
+    # a process does to its /proc files) that is not the server, the waiting bash, one of the processes
+    # found at start, or started from outside the container (ppid 0). It is killed while any of its
+    # threads lives: a main thread that left with a raw exit() (not exit_group) shows Z while the other
+    # threads go on. A zombie whose threads are all gone is harmless and is left to its parent or to
+    # init to reap. A pass over /proc that finds no leftover proves none is left only if it saw the
+    # whole picture (see `_leftovers`).
     def _processes(self) -> dict:
+        """pid -> (ppid, state, start time) of every process in /proc."""
         procs = {}
         for name in os.listdir("/proc"):
-            if not name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    stat = f.read()
-                uid = os.stat(f"/proc/{name}").st_uid
-            except OSError:
-                continue
-            fields = stat[stat.rfind(b")") + 2:].split()
-            procs[int(name)] = (int(fields[1]), fields[0] == b"Z", uid, int(fields[19]))
+            if name.isdigit():
+                fields = _stat(f"/proc/{name}/stat")
+                if fields is not None:
+                    procs[int(name)] = (int(fields[1]), fields[0], int(fields[19]))
         return procs
 
     def _initial_processes(self) -> set:
-        """pid 1, the container's main process, and processes started from outside (ppid 0).
+        """(pid, start time) of pid 1, the container's main process and processes started from outside.
 
         The main process is pid 1's oldest child; pid 1's other children are orphans of an earlier
-        channel's commands (a channel that died), which are leftovers like any other.
+        channel's commands (a channel that died), which are leftovers like any other. The start time
+        is part of the key: a pid freed and handed to an agent's process is not protected.
         """
         procs = self._processes()
-        keep = {1, self.me} | {pid for pid, info in procs.items() if info[0] == 0}
-        children = sorted((info[3], pid) for pid, info in procs.items() if info[0] == 1)
+        keep = {(pid, info[2]) for pid, info in procs.items() if pid == 1 or info[0] == 0}
+        children = sorted((info[2], pid) for pid, info in procs.items() if info[0] == 1)
         if children:
-            keep.add(children[0][1])
+            start, pid = children[0]
+            keep.add((pid, start))
         return keep
 
-    def kill_leftovers(self) -> int:
-        """SIGKILL every process of ours that is not protected, until none is left."""
-        killed = self.killed
+    def _leftovers(self) -> tuple:
+        """The leftovers one pass over /proc finds, and whether the pass was conclusive.
+
+        A process that forks and exits in a chain always lives under a pid newer than the listing of
+        /proc; what the listing holds of it is a member that was gone, or a fresh zombie, by the time
+        the pass looked. So a pass is conclusive only when no listed process vanished and every zombie
+        of the agent's it saw was a zombie in the previous pass too.
+        """
+        found, conclusive, zombies = [], True, set()
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            pid, fields = int(name), _stat(f"/proc/{name}/stat")
+            if fields is None:
+                conclusive = False
+                continue
+            ppid, state, start = int(fields[1]), fields[0], int(fields[19])
+            if ppid == 0 or pid in self.protected or (pid, start) in self.initial:
+                continue
+            try:
+                os.kill(pid, 0)
+            except OSError as exc:
+                conclusive = conclusive and exc.errno == errno.EPERM   # another user's; ESRCH: gone
+                continue
+            if _lives(pid, state):
+                found.append(pid)
+            else:
+                zombies.add((pid, start))
+        conclusive = conclusive and zombies <= self.zombies
+        self.zombies = zombies
+        return found, conclusive
+
+    def kill_leftovers(self) -> bool:
+        """SIGKILL every leftover until a pass over /proc finds none; returns whether none is left.
+
+        A process forking in a loop can outrun the passes; after SWEEP_SECONDS the server kills every
+        process it may signal at once with kill(-1, SIGKILL), which the kernel makes atomic against
+        fork (processes started from outside the container are then killed too).
+        """
+        self.clean = False
         if not self.contained:
-            return 0
-        for _ in range(200):
-            found = False
-            for pid, (ppid, zombie, uid, _start) in self._processes().items():
-                if pid in self.protected or zombie or uid != self.uid or ppid == 0:
-                    continue
-                found = True
+            return False
+        deadline, escalated = time.monotonic() + SWEEP_SECONDS, False
+        while True:
+            found, conclusive = self._leftovers()
+            if not found and conclusive:
+                self.clean = True
+                return True
+            for pid in found:
                 try:
-                    os.kill(pid, signal.SIGKILL)
-                    killed.add(pid)
+                    os.kill(pid, signal.SIGKILL)   # the whole thread group, a Z leader's included
+                    self.killed.add(pid)
                 except OSError:
                     pass
-            if not found:
-                break
+            if time.monotonic() > deadline:
+                if escalated:
+                    return False
+                escalated, deadline = True, time.monotonic() + SWEEP_SECONDS
+                try:
+                    os.kill(-1, signal.SIGKILL)
+                except OSError:
+                    pass
             time.sleep(0.002)
-        return len(killed)
 
     # ---- operations -------------------------------------------------------------------------
     def op_ping(self, req: dict) -> dict:
@@ -301,6 +376,7 @@ class Server:
                                 (int(req.get("save_over_bytes", 0)), int(req.get("save_over_lines", 0)))))
         env, cwd = req.get("env") or {}, req.get("cwd", WORKDIR)
         self.killed = set()
+        self.clean = False
         started = time.monotonic()
         try:
             proc = self._take_spare(req["command"], env, cwd) or _spawn(["/bin/bash", "-c", req["command"]], env, cwd)
@@ -328,8 +404,14 @@ class Server:
     # Starting bash costs a few milliseconds, most of a trivial command's round trip. After each
     # answer is sent, a bash for the next command is started and left waiting on a pipe for its
     # command text; it then runs it exactly as `bash -c` would (same env, cwd, process group, stdin).
+    # The waiting bash runs as the agent's user and is dumpable (exec makes it so): any process of that
+    # user could open /proc/<it>/fd/N and write into its command pipe (text run by the next command)
+    # or its stdout (text in the next answer), or ptrace it. So it is started only when the sweep after
+    # the last command found no leftover (`self.clean`); until the next command no process of the
+    # agent exists, since only this server starts them. (Processes started from outside the container,
+    # ppid 0, such as an operator's `docker exec -u agent`, are not the agent's and could reach it.)
     def start_spare(self) -> None:
-        if self.want_spare is None or self.spare is not None:
+        if self.want_spare is None or self.spare is not None or not self.clean:
             return
         env, cwd = self.want_spare
         self.want_spare = None
