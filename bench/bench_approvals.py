@@ -29,7 +29,7 @@ def throughput(n: int = 300) -> float:
         for i in range(n):
             req, _ = queue.submit(session="s", tool="http_request", key=f"k{i}", call_args={"i": i},
                                   args={"i": i}, preview=f"request {i}")
-            queue.decide(req.id, True, "bench")
+            queue.decide(req.id, True, "bench", seen_hash=req.request_hash)
             queue.claim(req.id)
             queue.finish(req.id, True, "ok")
         return n / (time.perf_counter() - t0)
@@ -43,7 +43,7 @@ def resume_latency(rounds: int = 5) -> list[float]:
         for i in range(rounds):
             proc = start_call(state, server.url(), f"lat-{i}")
             request = wait_for(lambda: queue.list(("pending",)), what="pending")[0]  # type: ignore[index]
-            harness_cli("approve", str(request.id), state_dir=state)
+            harness_cli("approve", str(request.id), "--hash", request.request_hash, state_dir=state)
             decided = queue.get(request.id).decided_at or 0.0
             wait_for(lambda: server.count() == i + 1, what="the request")
             delays.append(time.time() - decided)
@@ -58,7 +58,7 @@ def race(processes: int = 6) -> tuple[int, int]:
         queue = ApprovalQueue(state)
         request = wait_for(lambda: queue.list(("pending",)), what="pending")[0]  # type: ignore[index]
         time.sleep(1.0)
-        harness_cli("approve", str(request.id), state_dir=state)
+        harness_cli("approve", str(request.id), "--hash", request.request_hash, state_dir=state)
         results = [finish_call(p) for p in procs]
         return server.count(), sum(1 for r in results if "hit 1 POST" in str(r["text"]))
 

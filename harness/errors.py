@@ -14,6 +14,8 @@
     │   └── ModelTruncated          the response was cut by max_tokens (never executed)
     ├── ScriptExhausted             a scripted model ran out of turns
     ├── ApprovalError               the approval queue itself failed (database, web page)
+    │   ├── UnknownRequest          no request has that id (harness.approval.records; `.request_id`)
+    │   └── DecisionRefused         already decided, changed since shown, or approved unseen (`.why`)
     └── UnsafePathError             a host path crosses a link or leaves its root (refused, never followed)
 
 Sandbox failures are `sandbox.errors.SandboxError` and belong to the second family too.
