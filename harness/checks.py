@@ -6,6 +6,7 @@ the harness writes or removes on the host goes through the functions here, which
 
     commit(value, where)          a git commit: 7 to 40 hex digits, nothing else
     identifier(value, where)      a task or instance id: letters, digits, `_`, `.`, `-`; no `/`, no leading `.`/`-`
+    requirement(value, where)     one pip requirement: name, extras, exact pin, marker; no options, paths or URLs
     child(root, rel)              `root/rel` for a relative path that stays inside `root` and crosses no link
     write_file(path, data)        create or replace a file without following a link at `path` (0600 by default)
     private_dir(path)             a folder only its owner can read (0700), refused if it is a link
@@ -23,6 +24,9 @@ import re
 import shutil
 import stat
 from pathlib import Path
+from urllib.parse import urlsplit
+
+from packaging.requirements import InvalidRequirement, Requirement
 
 from harness.errors import TaskError, UnsafePathError
 
@@ -114,3 +118,43 @@ def remove_tree(path: Path, root: Path) -> None:
     if real == real_root or real_root not in real.parents:
         raise UnsafePathError(f"refusing to remove {path}: it resolves to {real}, outside {real_root}")
     shutil.rmtree(real)
+
+
+_REQ_EXAMPLE = "\"pytest==8.3.5\" or \"tomli==2.0.1; python_version < '3.11'\""
+
+
+def requirement(value: object, where: str, *, pinned: bool = True, direct_references: bool = False) -> str:
+    """`value` normalised if it is one pip requirement: a name, optional `[extras]`, a version (with
+    `pinned`: exactly one `==`/`===` without `*`) and an optional `; marker`. Never a pip option
+    (`-i`, `--extra-index-url`, `-e`, `-r`), a path, or more than one line. A direct reference
+    (`name @ URL`) only with `direct_references`, and then only to a wheel file over http(s) or file:
+    a source distribution or a VCS link would run a build backend on the host."""
+    text = value.strip() if isinstance(value, str) else None
+    if text is None or not text or not text.isprintable() or text.startswith("-"):
+        raise TaskError(f"{where}: requirement {value!r} is not a requirement; expected one line naming a "
+                        f"package (no pip options such as -i, --extra-index-url, -e), e.g. {_REQ_EXAMPLE}")
+    try:
+        req = Requirement(text)
+    except InvalidRequirement as exc:
+        said = str(exc).splitlines()[0]
+        raise TaskError(f"{where}: requirement {value!r} is not a PEP 508 requirement ({said}); paths and pip "
+                        f"options are not accepted; e.g. {_REQ_EXAMPLE}") from exc
+    if req.url is not None:
+        _direct_reference(req, value, where, direct_references)
+    elif pinned and not (len(req.specifier) == 1 and next(iter(req.specifier)).operator in ("==", "===")
+                         and "*" not in str(req.specifier)):
+        raise TaskError(f"{where}: requirement {value!r} is not pinned; write name==version, e.g. {_REQ_EXAMPLE}")
+    return str(req)
+
+
+def _direct_reference(req: Requirement, value: object, where: str, allowed: bool) -> None:
+    if not allowed:
+        raise TaskError(f"{where}: requirement {value!r} is a direct reference (a URL instead of a version from "
+                        "the package index); nothing is fetched from it. Pin an index version, e.g. "
+                        f"{_REQ_EXAMPLE}, or, trusting the URL, run with --allow-direct-references")
+    url = urlsplit(req.url or "")
+    if url.scheme not in ("https", "http", "file") or not url.path.endswith(".whl"):
+        raise TaskError(f"{where}: requirement {value!r} points to {req.url!r}, which is not a wheel file over "
+                        "https, http or file; source distributions and VCS links are never built on the host. "
+                        f"Build a wheel (in a network-less container) and point to it, e.g. \"{req.name} @ "
+                        f"https://example.org/{req.name}-1.0-py3-none-any.whl\"")

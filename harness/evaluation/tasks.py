@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import checks
 from harness.errors import TaskError
 
 TASK_KEYS = {"id", "python", "test_cmd", "FAIL_TO_PASS", "PASS_TO_PASS", "requirements", "install_cmd",
              "repo", "base_commit", "created_at", "version"}
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _PYTHON = re.compile(r"^3\.\d{1,2}$")
-_PINNED = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?\s*===?\s*[A-Za-z0-9.+!_-]+\s*(;.+)?$")
 TASK_EXAMPLE = ('{"id": "wordcount", "python": "3.11", "test_cmd": "python -m pytest -rA -q", '
                 '"FAIL_TO_PASS": ["tests/test_core.py::test_top_words_returns_n_items"], '
                 '"PASS_TO_PASS": ["tests/test_core.py::test_count_words_ignores_case"], '
@@ -94,11 +94,18 @@ def _check_test_ids(meta: dict[str, Any], where: str) -> list[str]:
 
 
 def _check_requirements(reqs: Any, where: str) -> list[str]:
+    """Each requirement through `checks.requirement`, the one rule for task.json and instance rows.
+    A direct reference to a wheel passes here; building it needs `harness eval --allow-direct-references`."""
     if not isinstance(reqs, list):
         return [f"{where}: requirements must be a list of pinned pip requirements, got {reqs!r}; "
                 "example: [\"pytest==8.3.5\"]"]
-    return [f"{where}: requirement {r!r} is not pinned; write name==version, e.g. \"pytest==8.3.5\""
-            for r in reqs if not (isinstance(r, str) and _PINNED.match(r.strip()))]
+    problems = []
+    for req in reqs:
+        try:
+            checks.requirement(req, where, direct_references=True)
+        except TaskError as exc:
+            problems.append(str(exc))
+    return problems
 
 
 def check_task(path: Path, *, patches: bool = True) -> list[str]:
