@@ -1,10 +1,19 @@
-"""A wheelhouse for a task's environment, downloaded on the host with pip for the image's Python.
+"""Wheels downloaded on the host with pip for a target Python; nothing is ever built on the host.
 
-The sandbox never gets network: every dependency is fetched here and installed offline in the image.
-`pip download --python-version` evaluates environment markers against the interpreter running pip,
-not the target (pypa/pip#11010), so a dependency such as ``tomli; python_version < "3.11"`` would be
-missed for a 3.9 image. After each download the wheels' own requirements are evaluated against the
-target's markers and anything missing is downloaded too, until nothing is missing.
+The sandbox never gets network: every dependency is fetched here and installed offline in the image
+(or in the sandbox, for the `pip_download` tool). Two rules keep package code off the host:
+
+- every `pip download` runs with `--only-binary=:all: --no-deps`, and the requirements it gets are
+  validated first (`harness.checks.requirement`) and passed after `--`;
+- pip never resolves dependencies itself (it would follow a dependency's direct URL and run an sdist's
+  build backend, even with `--only-binary`). `download_wheels` resolves them level by level from the
+  downloaded wheels' `Requires-Dist`, with the markers evaluated for the *target* Python (pip would
+  evaluate them for its own interpreter, pypa/pip#11010, so ``tomli; python_version < "3.11"`` would be
+  missed for a 3.9 image). A dependency given as a URL is refused before anything is fetched from it,
+  unless the operator allows direct references (and then only a wheel file).
+
+The first version found for a name is kept (no backtracking): conflicting ranges surface as an error
+of the offline install, which names both.
 """
 
 from __future__ import annotations
@@ -20,16 +29,20 @@ from pathlib import Path
 from typing import Callable
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
+from harness import checks
+from harness.errors import TaskError
 from harness.evaluation.sources import cache_dir
 
 GLIBC_MINOR = {"3.9": 31, "3.11": 36, "3.13": 41}   # Debian bullseye, bookworm, trixie
-MAX_ROUNDS = 6
+MAX_ROUNDS = 20                                     # levels of the dependency tree
+Progress = Callable[[str], None]
 
 
 class WheelhouseError(Exception):
-    """pip could not download the wheels (the message holds pip's own words)."""
+    """pip could not download the wheels (the message holds pip's own words), or a requirement was refused."""
 
 
 def target_environment(python: str) -> dict[str, str]:
@@ -53,10 +66,24 @@ def applicable(requirements: list[str], python: str) -> list[str]:
     return kept
 
 
+def checked(requirements: list[str], python: str, *, direct_references: bool = False) -> list[str]:
+    """`requirements` validated (exact pins; a wheel URL only with `direct_references`), then `applicable`.
+
+    Raises:
+        WheelhouseError: a requirement is refused; the message says which and why.
+    """
+    try:
+        valid = [checks.requirement(r, "requirements", direct_references=direct_references) for r in requirements]
+    except TaskError as exc:
+        raise WheelhouseError(str(exc)) from exc
+    return applicable(valid, python)
+
+
 def pip_flags(python: str) -> list[str]:
+    """pip's target flags for a Linux CPython `python` on this machine's architecture."""
     machine = platform.machine()
     nodot = python.replace(".", "")
-    flags = ["--only-binary=:all:", "--python-version", python, "--implementation", "cp",
+    flags = ["--python-version", python, "--implementation", "cp",
              "--abi", f"cp{nodot}", "--abi", "abi3", "--abi", "none", "--platform", "any",
              "--platform", f"manylinux2014_{machine}", "--platform", f"manylinux1_{machine}"]
     for minor in range(GLIBC_MINOR.get(python, 28), 4, -1):
@@ -64,35 +91,55 @@ def pip_flags(python: str) -> list[str]:
     return flags
 
 
-def build_wheelhouse(requirements: list[str], python: str, progress: Callable[[str], None]) -> Path:
-    """A folder of wheels that satisfies `requirements` on `python`, cached by their hash."""
-    wanted = applicable(requirements, python)
+def build_wheelhouse(requirements: list[str], python: str, progress: Progress, *,
+                     direct_references: bool = False) -> Path:
+    """A folder of wheels that satisfies `requirements` on `python`, cached by their hash.
+
+    Raises:
+        WheelhouseError: a requirement or dependency was refused, or pip could not download a wheel.
+    """
+    wanted = checked(requirements, python, direct_references=direct_references)
     key = hashlib.sha256(f"{python}\n{platform.machine()}\n".encode() + "\n".join(sorted(wanted)).encode())
     dest = cache_dir() / "wheels" / key.hexdigest()[:16]
     if (dest / ".complete").is_file():
         return dest
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
-    extra: list[str] = []
+    try:
+        download_wheels(wanted, python, dest, pip_flags(python), progress, direct_references=direct_references)
+    except WheelhouseError:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    (dest / ".complete").write_text("\n".join(wanted) + "\n")
+    return dest
+
+
+def download_wheels(wanted: list[str], python: str, dest: Path, flags: list[str], progress: Progress, *,
+                    direct_references: bool = False) -> None:
+    """Wheels for `wanted` (validated requirements) and all their dependencies on `python` into `dest`:
+    one `pip download --no-deps` per level of the dependency tree, with target `flags` (`pip_flags`).
+
+    Raises:
+        WheelhouseError: pip failed, a dependency is a refused direct reference, or the tree is too deep.
+    """
+    todo = wanted
     for _ in range(MAX_ROUNDS):
-        _download(wanted + extra, python, dest, progress)
-        missing = missing_dependencies(dest, python)
-        if not missing:
-            (dest / ".complete").write_text("\n".join(wanted) + "\n")
-            return dest
-        progress(f"wheelhouse: adding {', '.join(missing)} (needed on Python {python})")
-        extra += missing
-    raise WheelhouseError(f"the dependencies of {wanted} did not settle after {MAX_ROUNDS} rounds; "
-                          f"still missing {missing}")
+        _download(todo, python, dest, flags, progress)
+        todo = missing_dependencies(dest, python, wanted, direct_references=direct_references)
+        if not todo:
+            return
+        progress(f"wheelhouse: adding {', '.join(todo)} (needed on Python {python})")
+    raise WheelhouseError(f"the dependencies of {wanted} did not settle after {MAX_ROUNDS} levels; "
+                          f"still missing {todo}")
 
 
-def _download(reqs: list[str], python: str, dest: Path, progress: Callable[[str], None]) -> None:
+def _download(reqs: list[str], python: str, dest: Path, flags: list[str], progress: Progress) -> None:
     if not reqs:
         return
     progress(f"pip download for Python {python}: {' '.join(reqs)}")
     cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-input",
-           "--dest", str(dest), *pip_flags(python), *reqs]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+           "--only-binary=:all:", "--no-deps", "--dest", str(dest), *flags, "--", *reqs]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
     if proc.returncode != 0:
         said = (proc.stderr or proc.stdout).strip().splitlines()
         raise WheelhouseError(f"pip download for Python {python} failed for {reqs}: "
@@ -100,24 +147,75 @@ def _download(reqs: list[str], python: str, dest: Path, progress: Callable[[str]
                               "Python and Linux (sdists are not built); pin a version that has one.")
 
 
-def missing_dependencies(wheels: Path, python: str) -> list[str]:
-    """Requirements of the wheels in `wheels` that hold on `python` and that no wheel there provides."""
+def missing_dependencies(wheels: Path, python: str, wanted: list[str] | tuple[str, ...] = (), *,
+                         direct_references: bool = False) -> list[str]:
+    """Requirements of `wanted` and of the wheels in `wheels` (with the extras asked of each) that hold
+    on `python` and that no wheel there provides, one per name with the version ranges combined.
+
+    Raises:
+        WheelhouseError: a needed dependency is a direct reference (a URL) and `direct_references` is
+            off, or it points to something other than a wheel file.
+    """
     env = target_environment(python)
-    have = {canonicalize_name(w.name.split("-")[0]) for w in wheels.glob("*.whl")}
-    missing: dict[str, str] = {}
-    for wheel in wheels.glob("*.whl"):
-        for text in _requires(wheel):
-            try:
-                req = Requirement(text)
-            except InvalidRequirement:
-                continue
-            if req.marker is not None and not req.marker.evaluate(env):
-                continue
-            name = canonicalize_name(req.name)
-            if name not in have:
-                req.marker = None
-                missing.setdefault(name, str(req))
-    return sorted(missing.values())
+    requires = {canonicalize_name(w.name.split("-")[0]): w for w in sorted(wheels.glob("*.whl"))}
+    todo = [Requirement(text) for text in wanted] + [Requirement(name) for name in requires]
+    done: set[tuple[str, str]] = set()
+    missing: dict[str, Requirement] = {}
+    while todo:
+        req = todo.pop(0)
+        name = canonicalize_name(req.name)
+        if name not in requires:
+            _merge(missing, name, req)
+            continue
+        for extra in {""} | {canonicalize_name(e) for e in req.extras}:
+            if (name, extra) not in done:
+                done.add((name, extra))
+                todo += _needed(requires[name], {**env, "extra": extra}, direct_references)
+    return sorted(str(r) for r in missing.values())
+
+
+def _needed(wheel: Path, env: dict[str, str], direct_references: bool) -> list[Requirement]:
+    """The requirements of `wheel` whose markers hold in `env`, markers removed; URLs checked."""
+    needed = []
+    for text in _requires(wheel):
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if req.marker is not None and not req.marker.evaluate(env):
+            continue
+        if req.url is not None:
+            _check_direct(wheel, text, req.url, direct_references)
+        req.marker = None
+        needed.append(req)
+    return needed
+
+
+def _check_direct(wheel: Path, text: str, url: str, allowed: bool) -> None:
+    if not allowed:
+        raise WheelhouseError(
+            f"{wheel.name} requires {text!r}, a direct reference (a URL, not a version from the package "
+            f"index): refused, and nothing was fetched from {url}. Dependencies come from the index only "
+            "(a URL may hold a source distribution, whose build would run on this host); use a version of "
+            f"{wheel.name.split('-')[0]} without it or, trusting that URL, let the operator run harness eval "
+            "with --allow-direct-references (wheel files only)")
+    try:
+        checks.requirement(text, f"{wheel.name} (Requires-Dist)", pinned=False, direct_references=True)
+    except TaskError as exc:
+        raise WheelhouseError(str(exc)) from exc
+
+
+def _merge(missing: dict[str, Requirement], name: str, req: Requirement) -> None:
+    """Fold `req` into `missing[name]`: extras united, version ranges intersected, a URL kept."""
+    have = missing.get(name)
+    if have is None:
+        missing[name] = Requirement(str(req))
+        return
+    have.extras |= req.extras
+    if have.url or req.url:
+        have.url, have.specifier = have.url or req.url, SpecifierSet()
+    else:
+        have.specifier &= req.specifier
 
 
 def _requires(wheel: Path) -> list[str]:

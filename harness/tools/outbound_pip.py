@@ -1,8 +1,11 @@
 """`pip_download`: the host downloads wheels after approval; the sandbox installs them offline.
 
-The host runs `pip download` (wheels only, so no package code runs on the host) into a temporary
-wheelhouse for the sandbox's Python version; the wheels are copied into the sandbox and installed
-there with `pip install --no-index --find-links` (the sandbox itself never has network).
+The host downloads wheels only, for the sandbox's Python version and platform, into a temporary
+wheelhouse with `harness.evaluation.wheelhouse.download_wheels`: `pip download --only-binary=:all:
+--no-deps`, one level of dependencies at a time, so pip never follows a dependency's URL and no package
+code (no sdist build backend) runs on the host; a dependency given as a URL is refused. The wheels are
+copied into the sandbox and installed there with `pip install --no-index --find-links` (the sandbox
+itself never has network).
 """
 
 from __future__ import annotations
@@ -10,16 +13,16 @@ from __future__ import annotations
 import hashlib
 import re
 import shlex
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 
+from harness import checks
 from harness.approval.preview import field_lines, safe_ident
-from harness.errors import ToolArgumentsError, ToolError
+from harness.errors import TaskError, ToolArgumentsError, ToolError
+from harness.evaluation.wheelhouse import WheelhouseError, download_wheels
 from harness.tools.base import ToolContext
 from harness.tools.outbound import OutboundAction, Prepared
 
@@ -38,13 +41,9 @@ TARGET_PROBE = ("import sys\nfrom pip._vendor.packaging import tags\nseen = []\n
 def _prepare_with(config: "Config") -> Any:
     def prepare(args: dict[str, Any], ctx: ToolContext) -> Prepared:
         text = str(args["requirement"]).strip()
-        try:
-            req = Requirement(text)
-        except InvalidRequirement as exc:
-            raise ToolArgumentsError(f"pip_download: requirement {safe_ident(text)!r} is not a requirement "
-                                     f"({exc}); expected a name with an optional version, e.g. {EXAMPLE}") from exc
-        if req.url or req.marker:
-            raise ToolArgumentsError(f"pip_download: requirement {safe_ident(text)!r} has a URL or marker; only "
+        req = Requirement(_requirement(text))
+        if req.marker:
+            raise ToolArgumentsError(f"pip_download: requirement {safe_ident(text)!r} has an environment marker; only "
                                      f"index packages are allowed, e.g. {EXAMPLE}")
         index = config.approval.pip_index_url or DEFAULT_INDEX
         version, platforms = _sandbox_target(ctx, config.sandbox.python)
@@ -55,7 +54,8 @@ def _prepare_with(config: "Config") -> Any:
             ("extras", safe_ident(",".join(sorted(req.extras)) or "(none)")), ("index", safe_ident(index)),
             ("python", f"{version}" + (f" on {platforms[0]} (+{len(platforms) - 1} compatible platform tags)"
                                        if platforms else " (platform: the host's)")),
-            ("what runs", "host: pip download --only-binary=:all: (wheels only, with dependencies)"),
+            ("what runs", ("host: pip download --only-binary=:all: --no-deps per dependency level (wheels only, "
+                           "index only)")),
             ("then", f"sandbox: pip install --no-index --find-links {WHEELHOUSE} (offline)")])
         return Prepared(args=resolved, preview="\n".join(preview))
     return prepare
@@ -71,17 +71,27 @@ def _sandbox_target(ctx: ToolContext, default_version: str) -> tuple[str, list[s
     return words[0], words[1:1 + MAX_PLATFORMS]
 
 
+def _requirement(text: str) -> str:
+    """`text` through the one requirement check (any version range; no URL, option or path)."""
+    try:
+        return checks.requirement(text, "pip_download", pinned=False)
+    except TaskError as exc:
+        raise ToolArgumentsError(f"{safe_ident(str(exc))}; only index packages are allowed, e.g. {EXAMPLE}") from exc
+
+
 def _download(args: dict[str, Any], dest: Path) -> list[Path]:
-    cmd = [sys.executable, "-m", "pip", "download", "--dest", str(dest), "--only-binary=:all:",
-           "--python-version", args["python_version"], "--index-url", args["index_url"],
-           "--no-input", "--disable-pip-version-check", "--no-cache-dir", args["requirement"]]
-    cmd[4:4] = [flag for platform in args.get("platforms", []) for flag in ("--platform", platform)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-        raise ToolError(f"pip download {args['requirement']} from {args['index_url']} failed "
-                        f"(exit {proc.returncode}):\n{tail}")
+    flags = ["--python-version", args["python_version"], "--index-url", args["index_url"], "--no-cache-dir",
+             *[flag for platform in args.get("platforms", []) for flag in ("--platform", platform)]]
+    try:
+        download_wheels([_requirement(args["requirement"])], args["python_version"], dest, flags, _quiet)
+    except WheelhouseError as exc:
+        raise ToolError(f"pip download {args['requirement']} from {args['index_url']} failed; nothing was "
+                        f"installed: {exc}") from exc
     return sorted(dest.glob("*.whl"))
+
+
+def _quiet(_: str) -> None:
+    return None
 
 
 def _execute(args: dict[str, Any], ctx: ToolContext) -> str:
