@@ -59,6 +59,10 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--ray-address", metavar="ADDR",
                    help="with --backend ray: the cluster's head, e.g. 10.0.0.5:6379 ('auto': the cluster started "
                         "on this machine); default: a one-machine Ray for this run")
+    p.add_argument("--allow-direct-references", action="store_true",
+                   help="let requirements and their dependencies be given as URLs of wheel files (`name @ "
+                        "https://.../name-1.0-py3-none-any.whl`), fetched by the host without approval; "
+                        "default: only versions from the package index")
     p.add_argument("--json", action="store_true", help="print report.json instead of the summary table")
     add_session_options(p)
     p.set_defaults(func=_run)
@@ -82,7 +86,7 @@ def _run(args: argparse.Namespace) -> int:
     options = EvalOptions(out_dir=out, model=None if predictions is not None else args.model,
                           workers=args.workers, resume=args.resume, grade_runs=args.grade_runs,
                           test_timeout=args.test_timeout, labels=_labels(args.label), backend=args.backend,
-                          ray_address=args.ray_address)
+                          ray_address=args.ray_address, allow_direct_references=args.allow_direct_references)
     report = _evaluate(tasks, options, config, secrets, predictions, quiet=args.json)
     _print(report, out, args.json)
     return EXIT_INFRA if report["error_instances"] else 0

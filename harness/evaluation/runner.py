@@ -48,6 +48,7 @@ class EvalOptions:
     labels: Mapping[str, str] = field(default_factory=dict)   # added to every container
     backend: str = "local"                 # local: a thread pool here; ray: Ray tasks (harness.evaluation.ray_eval)
     ray_address: str | None = None         # the Ray cluster to join; None: a one-machine Ray for this run
+    allow_direct_references: bool = False  # requirements given as URLs (wheel files only) may be fetched
 
 
 class Cancelled(Exception):

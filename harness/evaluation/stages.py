@@ -60,7 +60,8 @@ class Stages:
             from sandbox.images import ensure_image
             self.events.stage(task.id, f"sandbox image for Python {task.python}")
             base = ensure_image(python=task.python, base=self.config.sandbox.base, progress=say)
-        image = ensure_env_image(task, base, progress=say)
+        image = ensure_env_image(task, base, progress=say,
+                                 direct_references=self.options.allow_direct_references)
         record.durations["environment"] = round(time.monotonic() - t0, 3)
         return image
 
