@@ -434,6 +434,9 @@ class Server:
         self.spare = None
         self.protected.discard(proc.pid)
         data = command.encode("utf-8", "surrogateescape")
+        # SIGPIPE is fatal to the server (see main): if the waiting bash was killed (from outside, or
+        # by the OOM killer), the write must fail with EPIPE instead
+        pipe_action = signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         try:
             if key == _env_key(env, cwd) and len(data) <= SPARE_MAX_COMMAND and b"\0" not in data:
                 os.write(write_end, data)
@@ -441,6 +444,7 @@ class Server:
         except OSError:
             pass   # it died while waiting
         finally:
+            signal.signal(signal.SIGPIPE, pipe_action)
             os.close(write_end)
         proc.kill()
         proc.wait()

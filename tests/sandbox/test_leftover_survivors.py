@@ -185,3 +185,13 @@ def test_a_storm_of_such_processes_is_killed_before_the_answer(sandbox: DockerSa
     before, after = map(int, hops_line.split())
     assert before == after, hops_line
     assert sandbox.exec("echo in sync", timeout=10).stdout.text == "in sync\n"   # the channel lived through it
+
+
+def test_a_waiting_shell_killed_from_outside_costs_only_a_fresh_shell(sandbox: DockerSandbox) -> None:
+    assert sandbox.exec("true", timeout=10).exit_code == 0
+    time.sleep(0.3)   # the bash for the next command is waiting
+    found = sandbox.container.exec_run(["pgrep", "-f", "__harness_cmd"], user="agent")
+    assert found.exit_code == 0 and len(found.output.split()) == 1   # positive control: there is one
+    killed = sandbox.container.exec_run(["pkill", "-KILL", "-f", "__harness_cmd"], user="agent")
+    assert killed.exit_code == 0
+    assert sandbox.exec("echo still here", timeout=10).stdout.text == "still here\n"
