@@ -1,30 +1,65 @@
 """Grading one patch: in a fresh sandbox on the task's environment image, never the agent's.
 
-Steps: copy the project at its base state to a scratch folder on the host; apply the model patch
-(a patch that does not apply is reported as such, with what git/patch said); put back the base
-version of every file the test patch touches (so a model that edited the tests cannot block or
-bend them, as SWE-bench's eval script does with `git checkout <base> -- <test files>`) and apply
-the test patch; start a new sandbox with that tree; run `test_cmd` with its output in a file; parse
-the per-test results; judge FAIL_TO_PASS / PASS_TO_PASS. With `runs` > 1 the tests run again in a
-new sandbox each time, and an instance whose verdicts differ is flagged flaky (and counts as
-resolved only if every run resolved it).
+The model patch is hostile (it may hold links to host folders, `..` paths, a file where a folder
+was), so no patch is ever applied on the host. Each run starts a new network-less sandbox holding
+only the pristine base tree and does everything there:
+
+1. record the base state in a git baseline whose GIT_DIR is outside /workspace;
+2. apply the model patch as SWE-bench does (`git apply`, then `patch --fuzz=5` after its dry run
+   passed); one that does not apply is reported as such, with what git/patch said (a half-applied
+   tree only ever exists in that throwaway container);
+3. put back the base version of every file the test patch touches, removing any link or file the
+   model put in the way (SWE-bench's `git checkout <base> -- <test files>`), so a model that edited
+   the tests cannot block or bend them, and apply the test patch (a test patch that does not apply
+   is a `TaskDefect`);
+4. run `test_cmd` with its output in a file, parse the per-test results, judge FAIL_TO_PASS /
+   PASS_TO_PASS.
+
+With `runs` > 1 every run repeats all steps in a new sandbox, and an instance whose verdicts differ is
+flagged flaky (and counts as resolved only if every run resolved it).
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
+import json
+import shlex
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from harness.evaluation.sources import apply_patch, patched_files
+from harness.evaluation.sources import GIT_APPLY, GNU_PATCH, PatchOutcome, patched_files
 from harness.evaluation.tasks import Task
 from harness.evaluation.testlog import TestsVerdict, judge, parse_pytest_log
-from sandbox.api import SandboxSpec
+from sandbox.api import WORKDIR, Sandbox, SandboxSpec
+from sandbox.errors import SandboxError
 
+STAGE_DIR = "/tmp/harness/grading"
 OUTPUT_FILE = "/tmp/harness/test_output.txt"
+_BASELINE_ENV = {"GIT_DIR": f"{STAGE_DIR}/base.git", "GIT_WORK_TREE": WORKDIR, "GIT_LITERAL_PATHSPECS": "1",
+                 "GIT_AUTHOR_NAME": "harness", "GIT_AUTHOR_EMAIL": "harness@localhost",
+                 "GIT_COMMITTER_NAME": "harness", "GIT_COMMITTER_EMAIL": "harness@localhost"}
+_PATCH_ENV = {"GIT_CEILING_DIRECTORIES": "/"}
+
+# Runs inside the sandbox: removes what stands where a test file goes (a link or file in place of a
+# folder on its path, the file itself), then checks the base version of those in the baseline out.
+_RESTORE = """
+import json, os, subprocess, sys
+files = json.load(open(sys.argv[1]))
+for rel in files:
+    here = os.environ["GIT_WORK_TREE"]
+    for part in rel.split("/")[:-1]:
+        here = os.path.join(here, part)
+        if os.path.islink(here) or (os.path.lexists(here) and not os.path.isdir(here)):
+            os.remove(here)
+    target = os.path.join(os.environ["GIT_WORK_TREE"], rel)
+    if os.path.islink(target) or os.path.isfile(target):
+        os.remove(target)
+listed = subprocess.run(["git", "ls-tree", "-r", "-z", "--name-only", "HEAD"], check=True,
+                        capture_output=True).stdout.decode("utf-8", "surrogateescape").split("\\0")
+base = sorted(set(files) & set(listed))
+if base:
+    subprocess.run(["git", "checkout", "-q", "HEAD", "--", *base], check=True)
+"""
 
 
 class TaskDefect(Exception):
@@ -75,58 +110,98 @@ class Grade:
         return {instance_id: entry}
 
 
-def prepare_tree(task: Task, model_patch: str, dest: Path, grade: Grade) -> bool:
-    """Fill `dest` with the base state, the model patch and the test patch; False if the patch failed."""
-    shutil.copytree(task.repo_dir, dest, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
-    outcome = apply_patch(dest, model_patch)
-    grade.patch_output = outcome.output
-    if not outcome.applied:
-        return False
-    grade.patch_applied = True
-    if task.test_patch:
-        for rel in patched_files(task.test_patch):
-            target, base = dest / rel, task.repo_dir / rel
-            if target.is_file() or target.is_symlink():
-                target.unlink()
-            if base.is_file():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(base, target, follow_symlinks=False)
-        applied = apply_patch(dest, task.test_patch)
-        if not applied.applied:
-            raise TaskDefect(f"the test patch of {task.id} does not apply to its base state: "
-                             f"{applied.output[-600:]}; check it with `harness tasks check`")
-    return True
-
-
 def grade_patch(task: Task, model_patch: str | None, image: str, *, runs: int = 1, timeout: float = 900.0,
                 labels: dict[str, str] | None = None) -> Grade:
-    """Grade `model_patch` for `task` in fresh sandboxes on `image`.
+    """Grade `model_patch` for `task` in fresh sandboxes on `image`, one per run.
 
     Raises:
         TaskDefect: the task's own test patch does not apply.
         sandbox.errors.SandboxError: Docker failed (an infrastructure error).
     """
+    from sandbox.docker_sandbox import DockerSandbox
     grade = Grade(patch_exists=model_patch is not None)
-    with tempfile.TemporaryDirectory(prefix=f"harness-grade-{task.id}-") as tmp:
-        tree = Path(tmp) / "project"
-        if not prepare_tree(task, model_patch or "", tree, grade):
-            return grade
-        for _ in range(max(1, runs)):
-            grade.runs.append(run_tests(task, tree, image, timeout, labels or {}))
+    for number in range(max(1, runs)):
+        spec = SandboxSpec(image=image, session=f"grade-{task.id}-{uuid.uuid4().hex[:6]}",
+                           project_dir=task.repo_dir, labels={"harness.kind": "grading", **(labels or {})})
+        with DockerSandbox(spec) as box:
+            outcome = prepare_tree(box, task, model_patch or "")
+            if number == 0:
+                grade.patch_output, grade.patch_applied = outcome.output, outcome.applied
+            if not outcome.applied:
+                return grade
+            grade.runs.append(run_tests(box, task, timeout))
     return grade
 
 
-def run_tests(task: Task, tree: Path, image: str, timeout: float, labels: dict[str, str]) -> TestRun:
-    """Run the task's tests once, in a new sandbox holding `tree`."""
-    from sandbox.docker_sandbox import DockerSandbox
-    spec = SandboxSpec(image=image, session=f"grade-{task.id}-{uuid.uuid4().hex[:6]}", project_dir=tree,
-                       labels={"harness.kind": "grading", **labels})
-    with DockerSandbox(spec) as box:
-        result = box.exec(f"( {task.test_cmd} ) > {OUTPUT_FILE} 2>&1", timeout=timeout, save_output=False)
-        try:
-            output = box.read_file(OUTPUT_FILE).data.decode("utf-8", errors="replace")
-        except FileNotFoundError:
-            output = result.stdout.text + result.stderr.text
+def prepare_tree(box: Sandbox, task: Task, model_patch: str) -> PatchOutcome:
+    """Turn the base tree in `box` into base + model patch + base tests + test patch.
+
+    Returns the model patch's outcome; when it did not apply, the tree is left as it is.
+
+    Raises:
+        TaskDefect: the test patch does not apply once the test files are back at their base version.
+    """
+    _in_box(box, f"mkdir -p {STAGE_DIR} && git init -q && git add -A -f && "
+                 "git commit -q --allow-empty --no-verify --no-gpg-sign -m base", "record the base state",
+            _BASELINE_ENV)
+    outcome = apply_in_sandbox(box, model_patch, "model")
+    if not outcome.applied or not task.test_patch:
+        return outcome
+    box.write_file(f"{STAGE_DIR}/test_files.json", json.dumps(patched_files(task.test_patch)).encode())
+    box.write_file(f"{STAGE_DIR}/restore.py", _RESTORE.encode())
+    _in_box(box, f"python3 {STAGE_DIR}/restore.py {STAGE_DIR}/test_files.json",
+            "put the base version of the test files back", _BASELINE_ENV)
+    applied = apply_in_sandbox(box, task.test_patch, "test")
+    if not applied.applied:
+        raise TaskDefect(f"the test patch of {task.id} does not apply to its base state: "
+                         f"{applied.output[-600:]}; check it with `harness tasks check`")
+    return outcome
+
+
+def apply_in_sandbox(box: Sandbox, patch: str, name: str) -> PatchOutcome:
+    """Apply the unified diff `patch` to WORKDIR in `box`: `git apply`, else GNU patch once its dry
+    run passed. The output records each command (`$ ...`) and what it said, stdout then stderr."""
+    if not patch.strip():
+        return PatchOutcome(True, "empty patch: nothing to apply")
+    source = f"{STAGE_DIR}/{name}.patch"
+    box.exec(f"mkdir -p {STAGE_DIR}", timeout=30, save_output=False)
+    box.write_file(source, (patch if patch.endswith("\n") else patch + "\n").encode())
+    said = []
+    for cmd in (GIT_APPLY, (*GNU_PATCH, "--dry-run")):
+        ok, text = _attempt(box, cmd, source)
+        said.append(f"$ {' '.join(cmd)}\n{text}".rstrip())
+        if ok and cmd[-1] == "--dry-run":
+            ok, text = _attempt(box, cmd[:-1], source)     # the dry run passed: apply for real
+            said.append(f"$ {' '.join(cmd[:-1])}\n{text}".rstrip())
+        if ok:
+            return PatchOutcome(True, "\n".join(said))
+    return PatchOutcome(False, "\n".join(said))
+
+
+def _attempt(box: Sandbox, cmd: tuple[str, ...], source: str) -> tuple[bool, str]:
+    """Run `cmd < source` in WORKDIR; (succeeded, its stdout followed by its stderr), read back exactly."""
+    out, err = f"{STAGE_DIR}/said.out", f"{STAGE_DIR}/said.err"
+    result = box.exec(f"{shlex.join(cmd)} < {source} > {out} 2> {err}", timeout=120, env=_PATCH_ENV,
+                      save_output=False)
+    text = "".join(box.read_file(f).data.decode("utf-8", errors="replace") for f in (out, err))
+    return result.ok, text
+
+
+def _in_box(box: Sandbox, command: str, what: str, env: dict[str, str]) -> None:
+    result = box.exec(command, timeout=600, env=env, save_output=False)
+    if not result.ok:
+        raise SandboxError(f"grading could not {what} in sandbox {box.session} (exit {result.exit_code}): "
+                           f"{(result.stdout.text + result.stderr.text).strip()[-600:]}; the environment "
+                           "image needs git and python3 (the sandbox image has both)")
+
+
+def run_tests(box: Sandbox, task: Task, timeout: float) -> TestRun:
+    """Run the task's tests once in `box`, output in OUTPUT_FILE."""
+    result = box.exec(f"( {task.test_cmd} ) > {OUTPUT_FILE} 2>&1", timeout=timeout, save_output=False)
+    try:
+        output = box.read_file(OUTPUT_FILE).data.decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        output = result.stdout.text + result.stderr.text
     status = parse_pytest_log(output)
     return TestRun(exit_code=result.exit_code, duration=result.duration, timed_out=result.timed_out,
                    status=status, verdict=judge(status, task.fail_to_pass, task.pass_to_pass), output=output)

@@ -20,7 +20,7 @@ from typing import Any, Iterable
 
 from harness import checks
 from harness.errors import TaskError
-from harness.evaluation.sources import cache_dir, checkout_commit, extract_tarball
+from harness.evaluation.sources import checkout_commit, extract_tarball, sources_root
 from harness.evaluation.tasks import Task, check_meta, task_from_meta
 
 INSTANCE_EXAMPLE = ('{"instance_id": "owner__name-1", "repo": "owner/name", "base_commit": "<sha>", '
@@ -80,12 +80,12 @@ def load_instances(path: Path, repos: Path | None, ids: Iterable[str] | None = N
     wanted = set(ids) if ids else None
     problems: list[str] = []
     for number, row in enumerate(rows, 1):
-        where = f"{path} instance {row.get('instance_id', f'#{number}')}"
+        where = f"{path} instance {row.get('instance_id', f'#{number}')!r}"
         if not isinstance(row.get("instance_id"), str):
             problems.append(f"{where}: instance_id is missing; example line: {INSTANCE_EXAMPLE}")
         if not isinstance(row.get("problem_statement"), str):
             problems.append(f"{where}: problem_statement is missing")
-        problems += check_meta(instance_meta(row), where)
+        problems += check_meta(instance_meta(row), where, "instance_id") + check_source_fields(row, where)
     if problems:
         raise TaskError("invalid instances:\n  - " + "\n  - ".join(problems))
     if wanted is not None:
@@ -102,27 +102,52 @@ def _instance_task(row: dict[str, Any], repos: Path | None) -> Task:
                           gold_patch=row.get("patch") or None, test_patch=row.get("test_patch") or None)
 
 
+def check_source_fields(row: dict[str, Any], where: str) -> list[str]:
+    """Problems of the fields that become paths or git arguments: `base_commit` (hex), `repo`
+    (owner/name). `instance_id` is checked by `check_meta` as the task id."""
+    problems = []
+    if row.get("base_commit") is not None:
+        try:
+            checks.commit(row["base_commit"], where)
+        except TaskError as exc:
+            problems.append(str(exc))
+    repo = row.get("repo")
+    if repo is not None and not _owner_name(repo):
+        problems.append(f"{where}: repo {repo!r} is not owner/name (two parts of letters, digits, '_', '.' "
+                        "and '-', each starting with a letter or digit); expected e.g. \"django/django\"")
+    return problems
+
+
+def _owner_name(value: object) -> bool:
+    parts = value.split("/") if isinstance(value, str) else []
+    try:
+        return len(parts) == 2 and all(checks.identifier(p, "repo") for p in parts)
+    except TaskError:
+        return False
+
+
 def instance_source(row: dict[str, Any], repos: Path | None) -> Path:
-    """The instance's files at base_commit, extracted once into the cache."""
-    iid = row["instance_id"]
+    """The instance's files at base_commit, extracted once into the cache (its fields were checked by
+    `load_instances`, and every path is checked again to stay inside its root)."""
+    iid = checks.identifier(row["instance_id"], "instance")
     if repos is None:
         raise TaskError(f"instance {iid} needs its source: pass --repos DIR holding {iid}.tar.gz or a "
                         f"git clone named {str(row.get('repo', 'owner/name')).replace('/', '__')}")
-    commit = str(row.get("base_commit") or "")
-    dest = cache_dir() / "sources" / f"{iid}-{commit[:12] or 'tarball'}"
+    commit = checks.commit(row["base_commit"], f"instance {iid}") if row.get("base_commit") else ""
+    root = sources_root()
+    dest = checks.child(root, f"{iid}-{commit[:12] or 'tarball'}")
+    # one checked component each under the operator's --repos folder (which may hold links of its own)
     tarball = repos / f"{iid}.tar.gz"
-    clone = repos / str(row.get("repo", "")).replace("/", "__")
+    clone = repos / str(row["repo"]).replace("/", "__") if _owner_name(row.get("repo")) else None
     if tarball.is_file():
         if not dest.is_dir() or tarball.stat().st_mtime > dest.stat().st_mtime:
-            extract_tarball(tarball, dest)
-    elif row.get("repo") and (clone / ".git").exists() and commit:
+            extract_tarball(tarball, dest, root)
+    elif clone is not None and (clone / ".git").exists() and commit:
         if not dest.is_dir():
-            partial = dest.with_name(dest.name + ".partial")
-            checkout_commit(clone, commit, partial)
-            partial.rename(dest)
+            checkout_commit(clone, commit, dest, root)
     else:
         raise TaskError(f"no source for instance {iid} in {repos}: expected {tarball} or a git clone "
-                        f"{clone} containing base_commit {commit or '(missing)'}")
+                        f"{clone or repos / 'owner__name'} containing base_commit {commit or '(missing)'}")
     return dest
 
 
@@ -141,6 +166,7 @@ def load_predictions(path: Path) -> dict[str, Prediction]:
         if not isinstance(iid, str) or (patch is not None and not isinstance(patch, str)):
             raise TaskError(f"{path} prediction #{number}: expected {{\"instance_id\": str, "
                             f"\"model_name_or_path\": str, \"model_patch\": str}}, got keys {sorted(row)}")
+        checks.identifier(iid, f"{path} prediction #{number}")
         if iid in out:
             raise TaskError(f"{path} prediction #{number}: instance {iid} appears twice")
         out[iid] = Prediction(iid, str(row.get("model_name_or_path") or "unknown"), patch)

@@ -1,23 +1,34 @@
-"""Project sources on the host: tarballs, git clones, patches.
+"""Project sources on the host: tarballs, git clones, and patch checks that write nothing.
 
-Everything here works on the host, on copies: a task's own files are never modified. Patches are
-applied as SWE-bench does (``git apply``, then ``patch --fuzz`` as a fallback, only after its dry run
-passed, so a failed patch leaves no half-applied files), with git's repository discovery stopped at
-the target folder so an enclosing repository is never touched.
+Everything here works on the host, on copies: a task's own files are never modified. Sources are
+extracted into the harness's cache folder only (every destination is checked to stay inside it, and
+only folders inside it are ever removed), with `filter="data"` and caps on size and member count.
+A hostile patch is never applied on the host: `check_patch` only asks `git apply --check` and
+`patch --dry-run`; patches are applied for real inside a grading sandbox (harness.evaluation.grading),
+so a half-applied tree only ever exists in a throwaway container.
 """
 
 from __future__ import annotations
 
-import hashlib
-import io
 import os
 import shutil
 import subprocess
 import tarfile
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
+from harness import checks
 from harness.errors import TaskError
+
+MAX_SOURCE_BYTES = 512 * 1024 * 1024
+"""Cap on a project's extracted size: the sandbox copies at most this much (`SandboxSpec.max_copy_bytes`)."""
+MAX_SOURCE_FILES = 100_000
+"""Cap on a project's member count: the sandbox's `SandboxSpec.max_copy_files`."""
+
+GIT_APPLY = ("git", "apply", "--verbose", "--whitespace=nowarn", "-")
+GNU_PATCH = ("patch", "--batch", "--fuzz=5", "-p1", "--forward", "--no-backup-if-mismatch", "--reject-file=-")
 
 
 def cache_dir() -> Path:
@@ -26,82 +37,145 @@ def cache_dir() -> Path:
     return Path(user_cache_dir("harness"))
 
 
+def sources_root() -> Path:
+    """The one folder extracted sources live in; nothing outside it is ever removed by this module."""
+    root = cache_dir() / "sources"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
 def task_repo_dir(task_path: Path) -> Path:
     """The project folder of a task directory: repo/, or repo.tar.gz extracted once into the cache."""
     if (task_path / "repo").is_dir():
         return task_path / "repo"
     tarball = task_path / "repo.tar.gz"
-    digest = hashlib.sha256(tarball.read_bytes()).hexdigest()[:16]
-    dest = cache_dir() / "sources" / f"{task_path.name}-{digest}"
+    name = checks.identifier(Path(task_path).resolve().name, str(task_path), "task folder name")
+    digest = _sha256(tarball)[:16]
+    root = sources_root()
+    dest = checks.child(root, f"{name}-{digest}")
     if not dest.is_dir():
-        extract_tarball(tarball, dest)
+        extract_tarball(tarball, dest, root)
     return dest
 
 
-def extract_tarball(tarball: Path, dest: Path) -> None:
-    """Extract `tarball` into `dest`, dropping a single top folder; refuses unsafe members."""
-    tmp = dest.with_name(dest.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+def _sha256(path: Path) -> str:
+    import hashlib
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def extract_tarball(tarball: Path, dest: Path, root: Path) -> None:
+    """Extract `tarball` into `dest` (a folder strictly inside `root`), dropping a single top folder.
+
+    Refuses unsafe members (`filter="data"`) and more than MAX_SOURCE_FILES members or
+    MAX_SOURCE_BYTES of content; a previous `dest` is replaced only after the extraction succeeded.
+
+    Raises:
+        TaskError: not a tarball, or over a cap (nothing is kept).
+        UnsafePathError: `dest` is not inside `root`.
+    """
     try:
         with tarfile.open(tarball) as tar:
-            tar.extractall(tmp, filter="data")
+            _install(tar, str(tarball), dest, root)
     except (tarfile.TarError, OSError) as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
         raise TaskError(f"cannot extract {tarball}: {exc}; expected a .tar.gz of the project's files "
                         "at the base commit, e.g. made with `git archive --format=tar.gz HEAD`") from exc
-    entries = list(tmp.iterdir())
-    root = entries[0] if len(entries) == 1 and entries[0].is_dir() else tmp
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(dest, ignore_errors=True)
-    root.rename(dest)
-    shutil.rmtree(tmp, ignore_errors=True)
 
 
-def checkout_commit(clone: Path, commit: str, dest: Path) -> None:
-    """Write the tree of `commit` in the git clone `clone` into `dest` (no .git folder)."""
-    proc = subprocess.run(["git", "-C", str(clone), "archive", "--format=tar", commit],
-                          capture_output=True, timeout=600)
-    if proc.returncode != 0:
-        raise TaskError(f"git clone {clone} does not contain base_commit {commit!r}: "
-                        f"{proc.stderr.decode(errors='replace').strip()}; fetch it first, e.g. "
-                        f"`git -C {clone} fetch origin {commit}`")
-    dest.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as tar:
-        tar.extractall(dest, filter="data")
+def checkout_commit(clone: Path, commit: str, dest: Path, root: Path) -> None:
+    """Write the tree of `commit` in the git clone `clone` into `dest` (no .git folder), with the
+    same checks and caps as `extract_tarball`. `commit` must be 7 to 40 hex digits."""
+    commit = checks.commit(commit, f"git clone {clone}")
+    cap = MAX_SOURCE_BYTES + 1024 * MAX_SOURCE_FILES + (1 << 20)   # content, headers and padding
+    with tempfile.TemporaryFile(dir=root) as spool:
+        proc = subprocess.Popen(["git", "-C", str(clone), "archive", "--format=tar", "--end-of-options", commit],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdout is not None and proc.stderr is not None
+        over = _spool(proc.stdout, spool, cap)
+        if over:
+            proc.kill()
+        _, err = proc.communicate(timeout=600)
+        if over:
+            raise TaskError(_cap_message(f"base_commit {commit} of {clone}", f"{cap} bytes of archive"))
+        if proc.returncode != 0:
+            raise TaskError(f"git clone {clone} does not contain base_commit {commit!r}: "
+                            f"{err.decode(errors='replace').strip()}; fetch it first, e.g. "
+                            f"`git -C {clone} fetch origin {commit}`")
+        spool.seek(0)
+        with tarfile.open(fileobj=spool) as tar:
+            _install(tar, f"base_commit {commit} of {clone}", dest, root)
+
+
+def _spool(source: IO[bytes], sink: IO[bytes], cap: int) -> bool:
+    """Copy `source` into `sink`; True (and stop) once more than `cap` bytes came."""
+    total = 0
+    for chunk in iter(lambda: source.read(1 << 20), b""):
+        total += len(chunk)
+        if total > cap:
+            return True
+        sink.write(chunk)
+    return False
+
+
+def _cap_message(what: str, amount: str) -> str:
+    return (f"{what} holds more than {amount}: the caps on a project's sources are "
+            f"{MAX_SOURCE_FILES} members and {MAX_SOURCE_BYTES} bytes once extracted "
+            "(harness.evaluation.sources.MAX_SOURCE_FILES / MAX_SOURCE_BYTES, the same as the sandbox's "
+            "copy caps SandboxSpec.max_copy_files / max_copy_bytes, which a larger project could not pass "
+            "either); nothing was extracted. For a project that big, raise both pairs of caps")
+
+
+def _install(tar: tarfile.TarFile, what: str, dest: Path, root: Path) -> None:
+    """Check every member of `tar` against the caps, extract it next to `dest`, then move it there."""
+    dest = checks.child(root, os.path.relpath(dest, root))
+    members, total = [], 0
+    for member in tar:
+        members.append(member)
+        total += max(member.size, 0)
+        if len(members) > MAX_SOURCE_FILES:
+            raise TaskError(_cap_message(what, f"{MAX_SOURCE_FILES} members"))
+        if total > MAX_SOURCE_BYTES:
+            raise TaskError(_cap_message(what, f"{MAX_SOURCE_BYTES} bytes once extracted "
+                                               f"(member {member.name!r} reaches {total})"))
+    tmp = checks.child(root, dest.name + ".partial")
+    checks.remove_tree(tmp, root)
+    tmp.mkdir()
+    try:
+        tar.extractall(tmp, members=members, filter="data")
+        entries = list(tmp.iterdir())
+        top = entries[0] if len(entries) == 1 and entries[0].is_dir() and not entries[0].is_symlink() else tmp
+        checks.remove_tree(dest, root)
+        top.rename(dest)
+    finally:
+        checks.remove_tree(tmp, root)
 
 
 @dataclass(frozen=True)
 class PatchOutcome:
     applied: bool
-    output: str      # what git apply / patch said
+    output: str      # what git apply / patch said, each command after a `$ ` line
 
 
-def apply_patch(root: Path, patch: str) -> PatchOutcome:
-    """Apply the unified diff `patch` to the files under `root`."""
+def check_patch(root: Path, patch: str) -> PatchOutcome:
+    """Whether the unified diff `patch` applies to the files under `root`, asked as the grading sandbox
+    applies it (`git apply`, then GNU patch) but with `git apply --check` and `patch --dry-run`: nothing
+    under `root` is written, so a hostile patch (links, `..`) changes nothing on the host."""
     if not patch.strip():
         return PatchOutcome(True, "empty patch: nothing to apply")
     data = patch if patch.endswith("\n") else patch + "\n"
-    env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(root.resolve().parent)}
-    attempts = [["git", "apply", "--verbose", "--whitespace=nowarn", "-"],
-                ["patch", "--batch", "--fuzz=5", "-p1", "--forward", "--no-backup-if-mismatch",
-                 "--reject-file=-", "--dry-run"]]
+    env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(Path(root).resolve().parent)}
     said = []
-    for cmd in attempts:
+    for cmd in ([*GIT_APPLY[:2], "--check", *GIT_APPLY[2:]], [*GNU_PATCH, "--dry-run"]):
         if shutil.which(cmd[0]) is None:
             continue
-        proc = _run(cmd, data, root, env)
+        proc = subprocess.run(cmd, input=data, text=True, cwd=root, env=env, capture_output=True, timeout=120)
         said.append(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}".rstrip())
-        if proc.returncode == 0 and cmd[-1] == "--dry-run":
-            proc = _run(cmd[:-1], data, root, env)    # the dry run passed: apply for real
-            said.append(f"$ {' '.join(cmd[:-1])}\n{proc.stdout}{proc.stderr}".rstrip())
         if proc.returncode == 0:
             return PatchOutcome(True, "\n".join(said))
     return PatchOutcome(False, "\n".join(said))
-
-
-def _run(cmd: list[str], data: str, root: Path, env: dict[str, str]) -> "subprocess.CompletedProcess[str]":
-    return subprocess.run(cmd, input=data, text=True, cwd=root, env=env, capture_output=True, timeout=120)
 
 
 def patched_files(patch: str, existing_only: bool = False) -> list[str]:

@@ -30,7 +30,6 @@ from harness.errors import TaskError
 
 TASK_KEYS = {"id", "python", "test_cmd", "FAIL_TO_PASS", "PASS_TO_PASS", "requirements", "install_cmd",
              "repo", "base_commit", "created_at", "version"}
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _PYTHON = re.compile(r"^3\.\d{1,2}$")
 TASK_EXAMPLE = ('{"id": "wordcount", "python": "3.11", "test_cmd": "python -m pytest -rA -q", '
                 '"FAIL_TO_PASS": ["tests/test_core.py::test_top_words_returns_n_items"], '
@@ -54,17 +53,20 @@ class Task:
     extra: dict[str, object] = field(default_factory=dict)
 
 
-def check_meta(meta: Any, where: str) -> list[str]:
-    """Every problem of a task's metadata (task.json or a SWE-bench instance), as readable lines."""
+def check_meta(meta: Any, where: str, id_field: str = "id") -> list[str]:
+    """Every problem of a task's metadata (task.json or a SWE-bench instance, whose `instance_id` is
+    `id_field`), as readable lines."""
     if not isinstance(meta, dict):
         return [f"{where} must be a JSON object like {TASK_EXAMPLE}, got {type(meta).__name__}"]
     problems = []
     unknown = sorted(set(meta) - TASK_KEYS)
     if unknown:
         problems.append(f"{where}: unknown key(s) {unknown}; known keys are {sorted(TASK_KEYS)}")
-    if "id" in meta and not (isinstance(meta["id"], str) and _ID.match(meta["id"])):
-        problems.append(f"{where}: id must be letters, digits, '_', '.' or '-', got {meta['id']!r}; "
-                        "example: \"wordcount\"")
+    if "id" in meta:
+        try:
+            checks.identifier(meta["id"], where, id_field)
+        except TaskError as exc:
+            problems.append(str(exc))
     python = meta.get("python", "3.11")
     if not (isinstance(python, str) and _PYTHON.match(python)):
         problems.append(f"{where}: python must be a version string like \"3.11\", got {python!r}")
@@ -123,6 +125,11 @@ def check_task(path: Path, *, patches: bool = True) -> list[str]:
     except json.JSONDecodeError as exc:
         return [f"{meta_file} is not valid JSON ({exc}); example: {TASK_EXAMPLE}"]
     problems = check_meta(meta, str(meta_file))
+    if isinstance(meta, dict) and "id" not in meta:
+        try:
+            checks.identifier(path.name, str(path), "task folder name (the id when task.json has none)")
+        except TaskError as exc:
+            problems.append(str(exc))
     problem = path / "problem.md"
     if not problem.is_file() or not problem.read_text().strip():
         problems.append(f"{problem} is missing or empty: write the problem as a user would report it")
@@ -134,20 +141,15 @@ def check_task(path: Path, *, patches: bool = True) -> list[str]:
 
 
 def _check_patches(path: Path) -> list[str]:
-    """gold.patch and test.patch must be unified diffs that apply to the base state."""
-    import shutil
-    import tempfile
-
-    from harness.evaluation.sources import apply_patch, task_repo_dir
+    """gold.patch and test.patch must be unified diffs that apply to the base state (asked with
+    `git apply --check` / `patch --dry-run`: nothing is written on the host)."""
+    from harness.evaluation.sources import check_patch, task_repo_dir
     problems = []
     for name in ("test.patch", "gold.patch"):
         patch = path / name
         if not patch.is_file():
             continue
-        with tempfile.TemporaryDirectory(prefix="harness-check-") as tmp:
-            work = Path(tmp) / "repo"
-            shutil.copytree(task_repo_dir(path), work, symlinks=True)
-            outcome = apply_patch(work, patch.read_text())
+        outcome = check_patch(task_repo_dir(path), patch.read_text())
         if not outcome.applied:
             problems.append(f"{patch} does not apply to the base state: {outcome.output.strip()[-500:]}; "
                             "make it with `git diff` in a clean checkout of repo/")

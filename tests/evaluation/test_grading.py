@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from harness.evaluation.grading import Grade, TestRun, prepare_tree
+import dataclasses
+import uuid
+
+import pytest
+
+from harness.evaluation.grading import Grade, TaskDefect, TestRun, grade_patch, prepare_tree
 from harness.evaluation.tasks import load_task
 from harness.evaluation.testlog import judge
+from sandbox.api import SandboxSpec
+from sandbox.docker_sandbox import DockerSandbox
 
-from .conftest import TASKS
+from .conftest import TASKS, TEST_LABELS
 
 
 def _run(resolved: bool, timed_out: bool = False) -> TestRun:
@@ -29,12 +36,29 @@ def test_agreeing_runs_are_resolved_and_a_timeout_is_not():
     assert not Grade(patch_exists=True, patch_applied=False).resolved
 
 
-def test_model_edits_to_the_tests_are_replaced_by_the_base_tests_plus_the_test_patch(tmp_path):
+def test_model_edits_to_the_tests_are_replaced_by_the_base_tests_plus_the_test_patch(sandbox_image):
     task = load_task(TASKS / "cart")
     cheat = ("--- a/tests/test_cart.py\n+++ b/tests/test_cart.py\n@@ -1,4 +1,4 @@\n-from decimal import Decimal\n"
              "+from decimal import Decimal  # tests disabled\n \n from cart import Cart, Coupon, LineItem\n \n")
-    grade = Grade(patch_exists=True)
-    assert prepare_tree(task, cheat, tmp_path / "tree", grade)
-    text = (tmp_path / "tree" / "tests" / "test_cart.py").read_text()
+    spec = SandboxSpec(image=sandbox_image, session=f"test-{uuid.uuid4().hex[:8]}", project_dir=task.repo_dir,
+                       labels=TEST_LABELS)
+    with DockerSandbox(spec) as box:
+        outcome = prepare_tree(box, task, cheat)
+        text = box.read_file("tests/test_cart.py").data.decode()
+    assert outcome.applied and "Applied patch tests/test_cart.py cleanly" in outcome.output
     assert "tests disabled" not in text and "def test_coupon_discount_counts_quantity" in text
     assert not (TASKS / "cart" / "repo" / "tests" / "test_cart.py").read_text().count("counts_quantity(")
+
+
+def test_a_test_patch_that_does_not_apply_is_a_task_defect_and_a_bad_model_patch_is_patch_failed(sandbox_image):
+    task = load_task(TASKS / "cart")
+    broken = dataclasses.replace(task, test_patch=task.test_patch.replace("test_cart.py", "test_missing.py"))
+    with pytest.raises(TaskDefect, match=r"(?s)the test patch of cart does not apply to its base state: .*"
+                                         r"tests/test_missing.py.*check it with `harness tasks check`"):
+        grade_patch(broken, "", sandbox_image, labels=TEST_LABELS)
+    bad = "--- a/cart/cart.py\n+++ b/cart/cart.py\n@@ -1,1 +1,1 @@\n-no such line\n+x\n"
+    grade = grade_patch(task, bad, sandbox_image, labels=TEST_LABELS)
+    assert (grade.patch_applied, grade.runs) == (False, [])
+    assert grade.patch_output.startswith("$ git apply --verbose --whitespace=nowarn -\nChecking patch cart/cart.py...")
+    assert "\n$ patch --batch --fuzz=5 -p1 --forward --no-backup-if-mismatch --reject-file=- --dry-run\n" \
+           in grade.patch_output
