@@ -30,7 +30,7 @@ from harness.errors import TaskError
 
 TASK_KEYS = {"id", "python", "test_cmd", "FAIL_TO_PASS", "PASS_TO_PASS", "requirements", "install_cmd",
              "repo", "base_commit", "created_at", "version"}
-_PYTHON = re.compile(r"^3\.\d{1,2}$")
+_PYTHON = re.compile(r"3\.\d{1,2}")
 TASK_EXAMPLE = ('{"id": "wordcount", "python": "3.11", "test_cmd": "python -m pytest -rA -q", '
                 '"FAIL_TO_PASS": ["tests/test_core.py::test_top_words_returns_n_items"], '
                 '"PASS_TO_PASS": ["tests/test_core.py::test_count_words_ignores_case"], '
@@ -68,7 +68,7 @@ def check_meta(meta: Any, where: str, id_field: str = "id") -> list[str]:
         except TaskError as exc:
             problems.append(str(exc))
     python = meta.get("python", "3.11")
-    if not (isinstance(python, str) and _PYTHON.match(python)):
+    if not (isinstance(python, str) and _PYTHON.fullmatch(python)):
         problems.append(f"{where}: python must be a version string like \"3.11\", got {python!r}")
     if not (isinstance(meta.get("test_cmd"), str) and meta["test_cmd"].strip()):
         problems.append(f"{where}: test_cmd is required: the command that runs the tests in the project "

@@ -75,7 +75,7 @@ def _prepare_with(config: "Config") -> Any:
     def prepare(args: dict[str, Any], ctx: ToolContext) -> Prepared:
         name, branch = str(args["remote"]), str(args["branch"])
         url = _remote_url(config, name)
-        if _git("check-ref-format", "--branch", branch, check=False).returncode != 0 or branch.startswith("-"):
+        if branch.startswith("-") or _git("check-ref-format", "--branch", branch, check=False).returncode != 0:
             raise ToolArgumentsError(f"git_push: {safe_ident(branch)!r} is not a valid branch name; e.g. {EXAMPLE}")
         with tempfile.TemporaryDirectory(prefix="harness-push-") as tmp:
             repo = _bundle_to_host(ctx, Path(tmp))
@@ -92,10 +92,10 @@ def _prepare_with(config: "Config") -> Any:
 
 def _remote_tip(repo: Path, url: str, branch: str) -> str | None:
     """The remote branch's commit, fetched into `repo` (None when the branch is new)."""
-    listed = _git("ls-remote", url, f"refs/heads/{branch}", cwd=repo).stdout.split()
+    listed = _git("ls-remote", "--end-of-options", url, f"refs/heads/{branch}", cwd=repo).stdout.split()
     if not listed:
         return None
-    _git("fetch", "-q", url, f"+refs/heads/{branch}:refs/remotes/target/{branch}", cwd=repo)
+    _git("fetch", "-q", "--end-of-options", url, f"+refs/heads/{branch}:refs/remotes/target/{branch}", cwd=repo)
     return listed[0]
 
 
@@ -135,7 +135,7 @@ def _execute_with(config: "Config") -> Any:
             if _git("cat-file", "-e", f"{args['commit']}^{{commit}}", cwd=repo, check=False).returncode != 0:
                 raise ToolError(f"the approved commit {args['commit'][:12]} is no longer in the workspace; "
                                 "nothing was pushed")
-            pushed = _git("push", "--porcelain", url, f"{args['commit']}:refs/heads/{args['branch']}",
+            pushed = _git("push", "--porcelain", "--end-of-options", url, f"{args['commit']}:refs/heads/{args['branch']}",
                           cwd=repo, check=False)
         if pushed.returncode != 0:
             raise ToolError(f"git push to {safe_ident(args['remote'])}/{safe_ident(args['branch'])} was refused (exit "

@@ -156,6 +156,13 @@ def test_a_task_id_with_a_trailing_newline_is_refused_and_a_plain_one_accepted()
     assert check_meta({**meta, "id": "cart"}, "task.json") == []
 
 
+def test_a_python_version_with_a_trailing_newline_is_refused_and_a_plain_one_accepted():
+    meta = json.loads((TASKS / "cart" / "task.json").read_text())
+    problems = check_meta({**meta, "python": "3.11\n"}, "task.json")
+    assert len(problems) == 1 and "'3.11\\n'" in problems[0], problems
+    assert check_meta({**meta, "python": "3.11"}, "task.json") == []
+
+
 def test_a_prediction_for_an_id_that_cannot_name_a_folder_is_refused(tmp_path):
     from harness.evaluation.instances import load_predictions
     preds = tmp_path / "preds.jsonl"
