@@ -5,6 +5,9 @@ handed back as they complete.
 instance and a callback that writes each finished result, so a driver that dies keeps everything
 already handed over. Ray is an optional extra, imported only here and only when asked for.
 
+Without an address, the run gets its own one-machine cluster (`ray_cluster.LocalCluster`): every
+listener on 127.0.0.1, token authentication on with a token made for it, stopped with the run.
+
 Scheduling: each task asks for what `ray_resources.TaskResources` derives from the sandbox limits,
 on nodes that offer the ``docker`` resource.
 
@@ -26,9 +29,10 @@ import socket
 import sys
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Callable, Generic, Sequence, TypeVar
+from typing import Any, Callable, Generic, Iterator, Sequence, TypeVar
 
 from harness.errors import ConfigError
+from harness.evaluation.ray_cluster import LocalCluster, is_loopback, keep_loopback
 from harness.evaluation.ray_resources import DOCKER_RESOURCE, DOCKER_SLIVER, TaskResources, check_capacity
 from sandbox.errors import SandboxError
 
@@ -106,21 +110,29 @@ def execute(job: Callable[[X], R], item: X, key: int, ledger: Any) -> tuple[R, t
     return job(item), (*before, me), reaped
 
 
-def connect(ray: ModuleType, address: str | None) -> bool:
-    """Join the cluster at `address` ("auto": the one started with `ray start` on this machine), or
-    start a one-machine Ray for this run when `address` is None. True when this call connected."""
+@contextlib.contextmanager
+def connection(ray: ModuleType, address: str | None) -> Iterator[None]:
+    """Connected to the cluster at `address` ("auto": the one started with `ray start` on this
+    machine), or to a one-machine cluster started for this run when `address` is None (loopback
+    only, token authentication; stopped on leaving). Nothing is done when already connected."""
     if ray.is_initialized():
-        return False
+        yield
+        return
     quiet = {"logging_level": logging.WARNING, "log_to_driver": False, "namespace": "harness"}
-    if address is None:
-        ray.init(address="local", include_dashboard=False, resources={DOCKER_RESOURCE: 1}, **quiet)
-    else:
-        check_address(address)
+    with contextlib.ExitStack() as stack:
+        if address is None:
+            cluster = stack.enter_context(LocalCluster(head_cpus=None, head_memory=None, object_store_memory=None))
+            target = cluster.address
+        else:
+            check_address(address)
+            target = address
         try:
-            ray.init(address=address, **quiet)
+            with keep_loopback() if is_loopback(target) else contextlib.nullcontext():
+                ray.init(address=target, **quiet)
         except ConnectionError as exc:
-            raise ConfigError(_unreachable(address, exc)) from exc
-    return True
+            raise ConfigError(_unreachable(target, exc)) from exc
+        stack.callback(ray.shutdown)
+        yield
 
 
 def check_address(address: str | None, timeout: float = 5.0) -> None:
@@ -154,8 +166,8 @@ def run_on_ray(job: Callable[[X], R], items: Sequence[X], *, address: str | None
         ConfigError: Ray is not installed, the cluster is unreachable, or no node can hold an instance.
     """
     ray = import_ray()
-    with quiet_stdout():
-        _run(ray, job, items, address, resources_per_item, max_retries, on_result, retry_on, sweep_label)
+    with quiet_stdout(), connection(ray, address):
+        _run(ray, job, items, resources_per_item, max_retries, on_result, retry_on, sweep_label)
 
 
 def quiet_stdout() -> contextlib.AbstractContextManager[Any]:
@@ -164,10 +176,9 @@ def quiet_stdout() -> contextlib.AbstractContextManager[Any]:
     return contextlib.redirect_stdout(sys.stderr)
 
 
-def _run(ray: ModuleType, job: Callable[[X], R], items: Sequence[X], address: str | None,
-         resources_per_item: TaskResources, max_retries: int, on_result: Callable[[Outcome[X, R]], None],
+def _run(ray: ModuleType, job: Callable[[X], R], items: Sequence[X], resources_per_item: TaskResources,
+         max_retries: int, on_result: Callable[[Outcome[X, R]], None],
          retry_on: tuple[type[BaseException], ...], sweep_label: str | None) -> None:
-    connected = connect(ray, address)
     pending: list[Any] = []
     try:
         check_capacity(ray, resources_per_item)
@@ -191,9 +202,6 @@ def _run(ray: ModuleType, job: Callable[[X], R], items: Sequence[X], address: st
         if sweep_label:
             _sweep(ray, sweep_label)
         raise
-    finally:
-        if connected:
-            ray.shutdown()
 
 
 def remove_labelled(label: str) -> list[str]:

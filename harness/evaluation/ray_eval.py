@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping
 from harness import checks
 from harness.config import Config, Secrets
 from harness.evaluation.instances import Prediction
-from harness.evaluation.ray_backend import Outcome, connect, import_ray, quiet_stdout, run_on_ray
+from harness.evaluation.ray_backend import Outcome, connection, import_ray, quiet_stdout, run_on_ray
 from harness.evaluation.ray_resources import TaskResources
 from harness.evaluation.report import InstanceRecord, instance_dir, write_done, write_outputs
 from harness.evaluation.tasks import Task
@@ -119,13 +119,8 @@ def evaluate_on_ray(tasks: list[Task], stages: Any, out: Path, model_name: str,
     `stages` is the runner's `Stages` (its config, secrets, options, labels and predictions are sent).
     """
     ray = import_ray()
-    with quiet_stdout():
-        connected = connect(ray, address)
-        try:
-            _evaluate(ray, tasks, stages, out, model_name, on_record, address, max_retries, ship)
-        finally:
-            if connected:
-                ray.shutdown()
+    with quiet_stdout(), connection(ray, address):
+        _evaluate(ray, tasks, stages, out, model_name, on_record, address, max_retries, ship)
 
 
 def _evaluate(ray: Any, tasks: list[Task], stages: Any, out: Path, model_name: str,
