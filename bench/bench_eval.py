@@ -27,7 +27,6 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from harness.evaluation.environments import ensure_env_image  # noqa: E402
-from harness.evaluation.grading import Grade, prepare_tree  # noqa: E402
 from harness.evaluation.tasks import Task, find_task_dirs, load_task  # noqa: E402
 from sandbox.images import ensure_image  # noqa: E402
 
@@ -60,7 +59,11 @@ def stage_sums(report: dict[str, Any]) -> str:
 def raw_test_time(task: Task, image: str, scratch: Path) -> tuple[float, float]:
     """(seconds of the test command inside the container, seconds of the whole docker run)."""
     tree = scratch / task.id
-    assert prepare_tree(task, task.gold_patch or "", tree, Grade(patch_exists=True))
+    shutil.copytree(task.repo_dir, tree, symlinks=True)
+    for patch in (task.gold_patch, task.test_patch):   # the shipped tasks' own patches: trusted input
+        if patch:
+            subprocess.run(["git", "apply", "--whitespace=nowarn", "-"], input=patch, text=True, cwd=tree,
+                           check=True, env={"GIT_CEILING_DIRECTORIES": str(scratch), "PATH": "/usr/bin:/bin"})
     script = (f"cp -r /src/. /tmp/w && cd /tmp/w && s=$(date +%s.%N) && ( {task.test_cmd} ) >/dev/null 2>&1; "
               f"e=$(date +%s.%N); echo {MARK} $(echo \"$e - $s\" | python3 -c 'print(eval(input()))')")
     cmd = ["docker", "run", "--rm", "--network", "none", "--label", "harness.managed=true",
