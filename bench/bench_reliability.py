@@ -346,10 +346,14 @@ class CountingServer:
 
 
 class QueueApprover:
-    """Approves pending requests whose key starts with `q-`, through the queue API (hash pinned)."""
+    """Approves pending requests whose key starts with `q-`, through the queue API (hash pinned).
+
+    Its queue is the only one this process opens (`find` is shared under `lock`): a second
+    ApprovalQueue object in one process made the first stop seeing other processes' writes."""
 
     def __init__(self, state: Path) -> None:
         self.queue = ApprovalQueue(state)
+        self.lock = threading.Lock()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
@@ -358,12 +362,17 @@ class QueueApprover:
 
     def _loop(self) -> None:
         while not self.stop.wait(0.02):
-            for request in self.queue.list(("pending",)):
-                if request.key.startswith("q-"):
-                    try:
-                        self.queue.decide(request.id, True, "bench", seen_hash=request.request_hash)
-                    except ApprovalError as exc:   # changed or decided meanwhile: counted, next poll
-                        self.refused[str(exc)[:100]] += 1
+            with self.lock:
+                for request in self.queue.list(("pending",)):
+                    if request.key.startswith("q-"):
+                        try:
+                            self.queue.decide(request.id, True, "bench", seen_hash=request.request_hash)
+                        except ApprovalError as exc:   # changed or decided meanwhile: counted, next poll
+                            self.refused[str(exc)[:100]] += 1
+
+    def find(self, key: str) -> Any:
+        with self.lock:
+            return self.queue.find("http_request", key)
 
     def close(self) -> None:
         self.stop.set()
@@ -406,7 +415,7 @@ def outcome_of(answer: dict[str, Any]) -> str:
 
 
 def one_outbound_trial(trial: OutboundTrial, state: Path, server: CountingServer, policy: Path, token: str,
-                       queue: ApprovalQueue, recovery_timeout: float) -> None:
+                       approver: QueueApprover, recovery_timeout: float) -> None:
     argv, marker = caller(trial, state, server, policy, token, 60.0)
     arrived = server.event(trial.key)
     started = time.monotonic()
@@ -422,7 +431,7 @@ def one_outbound_trial(trial: OutboundTrial, state: Path, server: CountingServer
     except subprocess.TimeoutExpired:
         pass
     trial.killed = kill_group(proc)
-    found = queue.find("http_request", trial.key)
+    found = approver.find(trial.key)
     trial.status_at_kill = "no request yet" if found is None else found.shown_status
     for trial.asks in range(1, 4):
         trial.outcome = outcome_of(ask(trial, state, server, policy, token, recovery_timeout))
@@ -456,7 +465,6 @@ def outbound(trials: int, seed: int, deadline: float, recovery_timeout: float) -
     server = CountingServer()
     policy.write_text('[[rules]]\nname = "bench-counting-server"\ntool = "http_request"\ndecision = "approve"\n'
                       f'match = {{ url = "http://127\\\\.0\\\\.0\\\\.1:{server.port}/collect/p-.*" }}\n')
-    queue = ApprovalQueue(state)
     approver = QueueApprover(state)
     done: list[OutboundTrial] = []
     try:
@@ -474,14 +482,13 @@ def outbound(trials: int, seed: int, deadline: float, recovery_timeout: float) -
             delay = {"clock": rng.uniform(0.5 * send, 1.2 * life), "near-send": send + rng.uniform(-0.1, 0.1),
                      "after-arrival": rng.uniform(0.0, answer + 0.1)}[trigger]
             trial = OutboundTrial(n, variant, trigger, delay, answer)
-            one_outbound_trial(trial, state, server, policy, token, queue, recovery_timeout)
+            one_outbound_trial(trial, state, server, policy, token, approver, recovery_timeout)
             done.append(trial)
             if len(done) % 20 == 0:
                 print(f"  ... {len(done)} trials, {sum(t.executions > 1 for t in done)} duplicate(s)", flush=True)
         return outbound_report(done, token, approver.refused)
     finally:
         approver.close()
-        queue.close()
         for line in marked_processes(token):
             os.kill(int(line.split(":", 1)[0]), signal.SIGKILL)
         server.close()
