@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 
 from harness.config import load  # noqa: E402
 from harness.evaluation.ray_backend import Outcome, run_on_ray  # noqa: E402
-from harness.evaluation.ray_cluster import LocalCluster  # noqa: E402
+from harness.evaluation.ray_cluster import LocalCluster, keep_loopback  # noqa: E402
 from harness.evaluation.ray_resources import TaskResources  # noqa: E402
 from harness.evaluation.runner import EvalOptions, run_evaluation  # noqa: E402
 from harness.evaluation.tasks import find_task_dirs, load_task  # noqa: E402
@@ -43,7 +43,8 @@ def noop(item: int) -> int:
 def dispatch(address: str, n: int) -> dict[str, float]:
     import ray
     t0 = time.perf_counter()
-    ray.init(address=address, logging_level="WARNING", log_to_driver=False, namespace="harness")
+    with keep_loopback():   # the cluster listens on 127.0.0.1 only; Ray would rewrite that address
+        ray.init(address=address, logging_level="WARNING", log_to_driver=False, namespace="harness")
     connect = time.perf_counter() - t0
     arrived: list[Outcome[int, int]] = []
     try:

@@ -8,7 +8,8 @@ the harness writes or removes on the host goes through the functions here, which
     identifier(value, where)      a task or instance id: letters, digits, `_`, `.`, `-`; no `/`, no leading `.`/`-`
     requirement(value, where)     one pip requirement: name, extras, exact pin, marker; no options, paths or URLs
     child(root, rel)              `root/rel` for a relative path that stays inside `root` and crosses no link
-    write_file(path, data)        create or replace a file without following a link at `path` (0600 by default)
+    open_file(path, append=)      a descriptor for writing `path`: no symbolic link followed, no hard link shared
+    write_file(path, data)        create or replace a file through open_file (0600 by default)
     private_dir(path)             a folder only its owner can read (0700), refused if it is a link
     refuse_links(folder)          refuse an output folder that holds a link anywhere (before writing into it)
     remove_tree(path, root)       remove `path` only if it is a real folder strictly inside `root`
@@ -19,6 +20,7 @@ Validators raise `TaskError` (bad input: the value, what was expected, an exampl
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -69,18 +71,37 @@ def child(root: Path, rel: str) -> Path:
     return here
 
 
-def write_file(path: Path, data: str | bytes, mode: int = 0o600) -> None:
-    """Create or replace `path` with `data`; a link planted at `path` is refused, never followed."""
-    raw = data.encode() if isinstance(data, str) else data
+def open_file(path: Path, *, append: bool = False, mode: int = 0o600) -> int:
+    """A descriptor writing to `path` (created `mode` if missing; emptied unless `append`). Refused, never
+    followed, when `path` is a symbolic link; refused when it is not a regular file or shares its inode
+    with another name (a hard link): what is written lands in this file and nowhere else."""
+    # O_NONBLOCK: a fifo planted there fails at once (ENXIO) instead of hanging; no effect on files
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | (os.O_APPEND if append else 0)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        fd = os.open(path, flags, mode)
     except OSError as exc:
         if os.path.islink(path):
             raise UnsafePathError(f"refusing to write {path}: it is a symbolic link (to "
                                   f"{os.readlink(path)!r}); remove it or choose another output folder") from exc
+        if exc.errno == errno.ENXIO:
+            raise UnsafePathError(f"refusing to write {path}: it is not a regular file (a fifo or socket); "
+                                  "remove it or choose another output folder") from exc
         raise
-    with os.fdopen(fd, "wb") as out:
-        out.write(raw)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+        os.close(fd)
+        what = "not a regular file" if not stat.S_ISREG(info.st_mode) else f"hard-linked ({info.st_nlink} names)"
+        raise UnsafePathError(f"refusing to write {path}: it is {what}; remove it or choose another output folder")
+    os.set_blocking(fd, True)
+    if not append:
+        os.ftruncate(fd, 0)
+    return fd
+
+
+def write_file(path: Path, data: str | bytes, mode: int = 0o600) -> None:
+    """Create or replace `path` with `data` through `open_file` (no links followed, none shared)."""
+    with os.fdopen(open_file(path, mode=mode), "wb") as out:
+        out.write(data.encode() if isinstance(data, str) else data)
 
 
 def private_dir(path: Path) -> Path:
@@ -94,16 +115,19 @@ def private_dir(path: Path) -> Path:
 
 
 def refuse_links(folder: Path) -> None:
-    """Raise if `folder` is a link or holds one anywhere below it (an output folder about to be reused)."""
+    """Raise if `folder` is a link or holds a symbolic or hard link anywhere below it (an output folder
+    about to be reused)."""
     folder = Path(folder)
     if folder.is_symlink():
         raise UnsafePathError(f"refusing output folder {folder}: it is a symbolic link; pass a real folder")
     for base, dirs, files in os.walk(folder, followlinks=False):
         for name in dirs + files:
-            if os.path.islink(os.path.join(base, name)):
-                raise UnsafePathError(f"refusing output folder {folder}: {os.path.join(base, name)} is a "
-                                      "symbolic link (outputs are never written through links); remove it "
-                                      "or choose a new folder")
+            full = os.path.join(base, name)
+            info = os.lstat(full)
+            if stat.S_ISLNK(info.st_mode) or (stat.S_ISREG(info.st_mode) and info.st_nlink > 1):
+                what = "symbolic link" if stat.S_ISLNK(info.st_mode) else "hard link"
+                raise UnsafePathError(f"refusing output folder {folder}: {full} is a {what} (outputs are "
+                                      "never written through links); remove it or choose a new folder")
 
 
 def remove_tree(path: Path, root: Path) -> None:

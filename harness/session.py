@@ -35,6 +35,7 @@ from harness.tools.base import ToolContext
 from harness.trajectory import TrajectoryWriter, read_lines
 from harness.workspace import replay, run_tests, sandbox_patch, start_baseline
 from sandbox.api import ExecResult
+from sandbox.text import safe_json
 
 Progress = Callable[["StepEvent | str"], None]
 
@@ -229,7 +230,6 @@ def prompt(name: str, **values: Any) -> str:
 def write_result(path: Path, task: Task, outcome: SessionOutcome, config: Config, image: str, *,
                  resumed_from: Path | None = None) -> None:
     """result.json: what happened, measured, with the resolved config (secrets are not in Config)."""
-    import json
     from datetime import datetime, timezone
 
     def usage(u: Usage) -> dict[str, int]:
@@ -246,7 +246,7 @@ def write_result(path: Path, task: Task, outcome: SessionOutcome, config: Config
         "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "config": config.to_dict(),
     }
-    checks.write_file(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    checks.write_file(path, safe_json(data, indent=2) + "\n")
 
 
 def _attempt_record(a: Attempt) -> dict[str, Any]:

@@ -14,11 +14,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness import checks
-from harness.errors import HarnessError, UnsafePathError
+from harness.errors import HarnessError
 from harness.messages import Message
-
-_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-
+from sandbox.text import safe_json
 
 class TrajectoryWriter:
     """Appends messages to `path` (created empty unless `append`)."""
@@ -27,7 +25,7 @@ class TrajectoryWriter:
         self.path = Path(path)
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         if append:
-            os.close(_open_append(self.path))   # created if missing; a link there is refused before reading
+            os.close(checks.open_file(self.path, append=True))   # created if missing; a link there is refused before reading
             self.count = len(read_lines(self.path))
         else:
             checks.write_file(self.path, "")
@@ -37,8 +35,8 @@ class TrajectoryWriter:
         line = message.to_dict()
         if meta:
             line["meta"] = meta
-        with os.fdopen(_open_append(self.path), "a", encoding="utf-8") as f:
-            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+        with os.fdopen(checks.open_file(self.path, append=True), "a", encoding="utf-8") as f:
+            f.write(safe_json(line) + "\n")
             f.flush()
             os.fsync(f.fileno())
         self.count += 1
@@ -46,17 +44,6 @@ class TrajectoryWriter:
     def write_all(self, messages: Iterable[Message]) -> None:
         for m in messages:
             self.write(m)
-
-
-def _open_append(path: Path) -> int:
-    """A descriptor appending to `path` (created 0600); a link at `path` is refused, never followed."""
-    try:
-        return os.open(path, _APPEND, 0o600)
-    except OSError as exc:
-        if os.path.islink(path):
-            raise UnsafePathError(f"refusing to append to {path}: it is a symbolic link (to "
-                                  f"{os.readlink(path)!r}); remove it or choose another output folder") from exc
-        raise
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:

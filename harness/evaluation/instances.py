@@ -22,6 +22,7 @@ from harness import checks
 from harness.errors import TaskError
 from harness.evaluation.sources import checkout_commit, extract_tarball, sources_root
 from harness.evaluation.tasks import Task, check_meta, task_from_meta
+from sandbox.text import safe_json
 
 INSTANCE_EXAMPLE = ('{"instance_id": "owner__name-1", "repo": "owner/name", "base_commit": "<sha>", '
                     '"problem_statement": "...", "patch": "...", "test_patch": "...", '
@@ -188,7 +189,7 @@ def export_instances(tasks: list[Task], out: Path, repos: Path) -> list[dict[str
                      "test_cmd": task.test_cmd, "python": task.python,
                      "version": str(task.extra.get("version", "1.0"))})
     out.parent.mkdir(parents=True, exist_ok=True)
-    checks.write_file(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    checks.write_file(out, "".join(safe_json(r) + "\n" for r in rows))
     return rows
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UnsafePathError
+from sandbox.text import safe_json
 
 STATUSES = ("resolved", "unresolved", "patch_failed", "empty_patch", "error")
 DONE = "done"
@@ -62,7 +63,7 @@ def instance_dir(out: Path, instance_id: str) -> Path:
 
 def write_done(folder: Path, record: InstanceRecord) -> None:
     """Write the record atomically; its presence marks the instance as finished."""
-    write_atomic(folder / DONE, json.dumps(record.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    write_atomic(folder / DONE, safe_json(record.to_dict(), indent=2) + "\n")
 
 
 def read_done(folder: Path) -> InstanceRecord | None:
@@ -78,12 +79,12 @@ def read_done(folder: Path) -> InstanceRecord | None:
 def write_outputs(out: Path, ids: list[str], records: dict[str, InstanceRecord], model: str) -> dict[str, Any]:
     """Rebuild predictions.jsonl and report.json from the finished records; returns the report."""
     done = [records[i] for i in ids if i in records]
-    lines = [json.dumps({"instance_id": r.instance_id, "model_name_or_path": r.model_name_or_path,
-                         "model_patch": r.model_patch}, ensure_ascii=False) + "\n"
+    lines = [safe_json({"instance_id": r.instance_id, "model_name_or_path": r.model_name_or_path,
+                        "model_patch": r.model_patch}) + "\n"
              for r in done if r.status != "error"]
     write_atomic(out / "predictions.jsonl", "".join(lines))
     report = build_report(ids, records, model)
-    write_atomic(out / "report.json", json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(out / "report.json", safe_json(report, indent=2) + "\n")
     return report
 
 
