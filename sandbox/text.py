@@ -65,6 +65,12 @@ def escape_unsafe(text: str) -> str:
     return text.translate(_TABLE)
 
 
+def escape_ident(text: str) -> str:
+    """A one-line value (a tool name, a key, an id) in plain printable ASCII: everything else, newline
+    and tab included, escaped, so it can neither act on a terminal nor fake a line of its own."""
+    return "".join(ch if " " <= ch <= "~" else escape_char(ch) for ch in text)
+
+
 def safe_text(data: bytes | str) -> str:
     """Command output as text that cannot move a cursor, hide characters or reorder what is shown
     (CRLF line ends become plain newlines first)."""

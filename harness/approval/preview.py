@@ -19,7 +19,7 @@ through `safe_text` or `safe_ident` too; nothing is printed through a markup int
 
 from __future__ import annotations
 
-from sandbox.text import escape_char, escape_unsafe
+from sandbox.text import escape_ident, escape_unsafe
 
 BODY_HEAD_CHARS = 2000
 
@@ -31,7 +31,7 @@ def safe_text(text: str) -> str:
 
 def safe_ident(text: str) -> str:
     """An identifier shown in plain ASCII: anything else, and any whitespace but space, escaped."""
-    return "".join(ch if (" " <= ch <= "~") else escape_char(ch) for ch in text)
+    return escape_ident(text)
 
 
 def has_non_ascii(text: str) -> bool:

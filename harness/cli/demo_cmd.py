@@ -19,6 +19,7 @@ from harness.cli.common import print_safe
 from harness.cli.run_cmd import execute, exit_code, find_task, print_summary
 from harness.config import Config, Secrets, load
 from harness.errors import ConfigError
+from sandbox.text import escape_ident
 
 DEMO_TASK = Path(__file__).resolve().parents[2] / "tasks" / "wordcount"
 DEMO_SCRIPT = "scripted:wordcount-fix"
@@ -96,7 +97,7 @@ def steps(trajectory: Path, width: int = 100) -> str:
                 out.append(f"{turn:>3}. {short(m.text)}")
             for c in m.tool_uses:
                 names[c.id] = c.name
-                out.append(f"     -> {c.name} {short(json.dumps(c.input, ensure_ascii=False))}")
+                out.append(f"     -> {escape_ident(c.name)} {short(json.dumps(c.input, ensure_ascii=False))}")
         elif m.role == "user" and m.tool_results:
             out.extend(f"     <- {'ERROR ' if r.is_error else ''}{result(r.content, names.get(r.tool_use_id, ''))}"
                        for r in m.tool_results)

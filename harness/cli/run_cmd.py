@@ -26,6 +26,7 @@ from harness.evaluation.tasks import Task, load_task
 from harness.loop import StepEvent
 from harness.models.factory import resolve_auto
 from harness.session import SessionOutcome, run_session
+from sandbox.text import escape_ident
 
 STOP_WORDS = {"end": "the agent finished", "cap": "turn limit reached, the agent did not finish",
               "truncated": "a response was cut at max_tokens", "error": "the model API or the harness failed",
@@ -208,7 +209,7 @@ class LiveProgress:
         self.turn = event.turn
         self.tokens += event.usage.input_tokens + event.usage.output_tokens
         if event.kind == "tool":
-            self.tool = f"{event.tool}{' (error)' if event.is_error else ''}"
+            self.tool = f"{escape_ident(event.tool)}{' (error)' if event.is_error else ''}"
             if self.live:
                 print_safe(self.console, f"  turn {event.turn:>3}  {self.tool:<24} {event.elapsed:7.1f}s")
         elif self.live and not self.spinner:   # no status line: say when the model has answered

@@ -33,6 +33,7 @@ COLS, ROWS = 200, 150
 CLEAR, TITLE, MARKUP = "\x1b[2J", "\x1b]0;T\x07", "[reverse]X[/reverse]"
 ATTACK = f"bash{CLEAR}{TITLE}{MARKUP}"                    # the tool name of issue 10, item 5
 SHOWN = r"bash\x1b[2J\x1b]0;T\x07[reverse]X[/reverse]"     # what the operator must read instead
+FAKE_LINE = "view\n  turn   9  write"                      # a tool name faking a progress line of its own
 
 
 def screen_of(data: bytes | str, cols: int = COLS, rows: int = ROWS) -> pyte.Screen:
@@ -118,7 +119,8 @@ def hostile_script(folder: Path) -> Path:
     turn = [{"type": "text", "text": f"thinking{TITLE}{CLEAR}{MARKUP}"},
             {"type": "tool_use", "name": "bash",
              "input": {"command": "printf 'out\\033]0;O\\007[reverse]Z[/reverse]\\n' | tee evil.txt"}},
-            {"type": "tool_use", "name": ATTACK, "input": {"k": f"v{TITLE}"}}]
+            {"type": "tool_use", "name": ATTACK, "input": {"k": f"v{TITLE}"}},
+            {"type": "tool_use", "name": FAKE_LINE, "input": {}}]
     script.write_text(json.dumps({"turns": [turn]}))   # one turn: the next call ends the run as an error
     return script
 
@@ -136,6 +138,8 @@ def test_run_progress_shows_a_hostile_tool_name_model_name_and_stop_text_literal
     assert_harmless(screen, "starting a sandbox", "agent running")
     assert "  turn   1  bash " in text                  # control: a benign tool name shows as itself
     assert f"  turn   1  {SHOWN} (error)" in text
+    assert r"  turn   1  view\x0a  turn   9  write (error)" in text   # one line, the newline shown
+    assert "\n  turn   9" not in text
     assert r"s\x1b]0;T\x07\x1b[2J[reverse]Y.json" in text   # the model's name (its file) in the stop text
     assert "why it stopped: the scripted model" in text
 
