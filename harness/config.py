@@ -130,6 +130,9 @@ def load(environ: Mapping[str, str] | None = None) -> tuple[Config, Secrets]:
     return cfg, secrets
 
 
+_URL_WITH_PASSWORD = re.compile(r"[a-z+]+://[^/@]*:[^/@]*@")
+
+
 def _approval_env(approval: ApprovalConfig, env: Mapping[str, str]) -> ApprovalConfig:
     """HARNESS_APPROVE, HARNESS_APPROVAL_POLICY, HARNESS_PIP_INDEX_URL and HARNESS_GIT_REMOTES
     ("origin=git@host:me/repo.git backup=/srv/git/repo.git": name=URL pairs separated by spaces)."""
@@ -139,6 +142,10 @@ def _approval_env(approval: ApprovalConfig, env: Mapping[str, str]) -> ApprovalC
     if env.get("HARNESS_APPROVAL_POLICY"):
         changes["policy_file"] = Path(env["HARNESS_APPROVAL_POLICY"])
     if env.get("HARNESS_PIP_INDEX_URL"):
+        if _URL_WITH_PASSWORD.match(env["HARNESS_PIP_INDEX_URL"]):
+            raise ConfigError("HARNESS_PIP_INDEX_URL holds a password; the config is written into run outputs, "
+                              "so keep the index's credentials in ~/.netrc or pip's keyring on the host, e.g. "
+                              "HARNESS_PIP_INDEX_URL=https://pypi.example.org/simple")
         changes["pip_index_url"] = env["HARNESS_PIP_INDEX_URL"]
     if env.get("HARNESS_GIT_REMOTES"):
         pairs = env["HARNESS_GIT_REMOTES"].split()
@@ -147,7 +154,7 @@ def _approval_env(approval: ApprovalConfig, env: Mapping[str, str]) -> ApprovalC
             raise ConfigError(f"HARNESS_GIT_REMOTES: {bad} are not name=URL; expected e.g. "
                               "\"origin=git@example.org:me/repo.git backup=/srv/git/repo.git\"")
         remotes = dict(p.split("=", 1) for p in pairs)
-        with_secret = sorted(n for n, url in remotes.items() if re.match(r"^[a-z+]+://[^/@]*:[^/@]*@", url))
+        with_secret = sorted(n for n, url in remotes.items() if _URL_WITH_PASSWORD.match(url))
         if with_secret:
             raise ConfigError(f"HARNESS_GIT_REMOTES: the URL of {with_secret} holds a password; the config is "
                               "written into run outputs, so keep credentials in git's credential helper or ssh "

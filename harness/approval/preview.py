@@ -19,6 +19,8 @@ through `safe_text` or `safe_ident` too; nothing is printed through a markup int
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit, urlunsplit
+
 from sandbox.text import escape_ident, escape_unsafe
 
 BODY_HEAD_CHARS = 2000
@@ -36,6 +38,15 @@ def safe_ident(text: str) -> str:
 
 def has_non_ascii(text: str) -> bool:
     return any(ord(ch) > 0x7E or ord(ch) < 0x20 for ch in text)
+
+
+def masked_url(url: str) -> str:
+    """An operator-configured URL (a git remote, a package index) with its user and password hidden."""
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        netloc = f"***@{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
+        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return url
 
 
 def operator_value(source: str) -> str:

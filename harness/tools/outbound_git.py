@@ -11,9 +11,8 @@ import tempfile
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
-from harness.approval.preview import field_lines, safe_ident, safe_text
+from harness.approval.preview import field_lines, masked_url, safe_ident, safe_text
 from harness.errors import ToolArgumentsError, ToolError
 from harness.tools.base import ToolContext
 from harness.tools.outbound import OutboundAction, Prepared
@@ -32,16 +31,6 @@ def _git(*args: str, cwd: Path | None = None, check: bool = True) -> subprocess.
         raise ToolError(f"git {' '.join(args[:2])} failed on the host (exit {proc.returncode}): "
                         f"{safe_text(proc.stderr.strip()[-1500:])}")
     return proc
-
-
-def masked_url(url: str) -> str:
-    """An operator-configured remote URL with its user and password (if any) hidden."""
-    parts = urlsplit(url)
-    if parts.username or parts.password:
-        host = parts.hostname or ""
-        netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
-        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    return url
 
 
 def _bundle_to_host(ctx: ToolContext, tmp: Path) -> Path:

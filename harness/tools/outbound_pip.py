@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.requirements import Requirement
 
 from harness import checks
-from harness.approval.preview import field_lines, safe_ident
+from harness.approval.preview import field_lines, masked_url, operator_value, safe_ident
 from harness.errors import TaskError, ToolArgumentsError, ToolError
 from harness.evaluation.wheelhouse import WheelhouseError, download_wheels
 from harness.tools.base import ToolContext
@@ -47,11 +47,16 @@ def _prepare_with(config: "Config") -> Any:
                                      f"index packages are allowed, e.g. {EXAMPLE}")
         index = config.approval.pip_index_url or DEFAULT_INDEX
         version, platforms = _sandbox_target(ctx, config.sandbox.python)
-        resolved = {"requirement": str(req), "index_url": index, "python_version": version,
-                    "platforms": platforms}
+        # an index URL may carry the operator's user and password: stored and shown hidden, with its
+        # hash; the URL itself is read again from the configuration when the download runs
+        shown = masked_url(index)
+        resolved = {"requirement": str(req), "index_url": shown, "python_version": version,
+                    "platforms": platforms, "index_url_sha256": hashlib.sha256(index.encode()).hexdigest()}
+        if shown != index:
+            shown += "  " + operator_value("user and password from the operator's pip index URL setting")
         preview = field_lines([
             ("package", safe_ident(req.name)), ("version", safe_ident(str(req.specifier) or "(latest)")),
-            ("extras", safe_ident(",".join(sorted(req.extras)) or "(none)")), ("index", safe_ident(index)),
+            ("extras", safe_ident(",".join(sorted(req.extras)) or "(none)")), ("index", safe_ident(shown)),
             ("python", f"{version}" + (f" on {platforms[0]} (+{len(platforms) - 1} compatible platform tags)"
                                        if platforms else " (platform: the host's)")),
             ("what runs", ("host: pip download --only-binary=:all: --no-deps per dependency level (wheels only, "
@@ -79,8 +84,8 @@ def _requirement(text: str) -> str:
         raise ToolArgumentsError(f"{safe_ident(str(exc))}; only index packages are allowed, e.g. {EXAMPLE}") from exc
 
 
-def _download(args: dict[str, Any], dest: Path) -> list[Path]:
-    flags = ["--python-version", args["python_version"], "--index-url", args["index_url"], "--no-cache-dir",
+def _download(args: dict[str, Any], index: str, dest: Path) -> list[Path]:
+    flags = ["--python-version", args["python_version"], "--index-url", index, "--no-cache-dir",
              *[flag for platform in args.get("platforms", []) for flag in ("--platform", platform)]]
     try:
         download_wheels([_requirement(args["requirement"])], args["python_version"], dest, flags, _quiet)
@@ -94,9 +99,19 @@ def _quiet(_: str) -> None:
     return None
 
 
-def _execute(args: dict[str, Any], ctx: ToolContext) -> str:
+def _execute_with(config: "Config") -> Any:
+    def execute(args: dict[str, Any], ctx: ToolContext) -> str:
+        index = config.approval.pip_index_url or DEFAULT_INDEX
+        if hashlib.sha256(index.encode()).hexdigest() != args["index_url_sha256"]:
+            raise ToolError("the package index URL changed since the download was approved; nothing was "
+                            "downloaded. Ask again with a new key.")
+        return _execute(args, index, ctx)
+    return execute
+
+
+def _execute(args: dict[str, Any], index: str, ctx: ToolContext) -> str:
     with tempfile.TemporaryDirectory(prefix="harness-wheelhouse-") as tmp:
-        wheels = _download(args, Path(tmp))
+        wheels = _download(args, index, Path(tmp))
         if not wheels:
             raise ToolError(f"pip download {args['requirement']} produced no wheel (source-only package?); "
                             "nothing was installed")
@@ -126,4 +141,4 @@ def pip_download_action(config: "Config") -> OutboundAction:
         parameters={"type": "object", "required": ["requirement"], "additionalProperties": False,
                     "properties": {"requirement": {"type": "string", "minLength": 1, "maxLength": 200,
                                                    "description": "a PEP 508 requirement without URL"}}},
-        prepare=_prepare_with(config), execute=_execute, example=EXAMPLE)
+        prepare=_prepare_with(config), execute=_execute_with(config), example=EXAMPLE)

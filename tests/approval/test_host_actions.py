@@ -19,9 +19,10 @@ from harness.approval.gate import ApprovalGate
 from harness.approval.policy import load_policy
 from harness.approval.queue import ApprovalQueue
 from harness.config import Config
-from harness.errors import ApprovalDenied
+from harness.errors import ApprovalDenied, ToolError
 from harness.tools.base import ToolContext
 from harness.tools.outbound import outbound_tools
+from harness.tools.outbound_pip import pip_download_action
 from tests.approval.helpers import CountingServer, wait_for
 
 pytestmark = pytest.mark.docker
@@ -80,6 +81,32 @@ def test_pip_download_runs_on_the_host_once_and_installs_offline_in_the_sandbox(
         preview = gate.queue.get(1).preview
         assert "package    probe-pkg" in preview and f"index      {index.url('/simple')}" in preview
         assert re.search(r"python +3\.11 on manylinux\S+ \(\+\d+ compatible platform tags\)", preview), preview
+
+
+def test_pip_download_keeps_the_index_password_out_of_the_queue_and_the_preview(tmp_path: Path, sandbox: Any) -> None:
+    wheel = _wheel("probe_pkg", "1.0", "VALUE = 'installed offline'\n")
+    file_path = "/files/probe_pkg-1.0-py3-none-any.whl"
+    with CountingServer() as index:
+        index.routes["/simple/probe-pkg/"] = ("text/html", (
+            f'<html><body><a href="{file_path}#sha256={hashlib.sha256(wheel).hexdigest()}">'
+            'probe_pkg-1.0-py3-none-any.whl</a></body></html>').encode())
+        index.routes[file_path] = ("application/octet-stream", wheel)
+        url = index.url("/simple").replace("http://", "http://ops:s3cret-pw@")
+        state = tmp_path / "state"
+        tools, ctx, gate = _session(state, sandbox, "deny", APPROVE_ALL, pip_index_url=url)
+        out = tools["pip_download"].function(ctx, requirement="probe-pkg==1.0", key="pip-secret")
+        assert "downloaded 1 wheel(s)" in out and "s3cret-pw" not in out
+        sent = [h.headers.get("Authorization", "") for h in index.hits if h.path == "/simple/probe-pkg/"]
+        assert sent and sent[-1] == "Basic " + base64.b64encode(b"ops:s3cret-pw").decode()   # the host used it
+        request = gate.queue.get(1)
+        assert "s3cret-pw" not in request.preview and "***@127.0.0.1" in request.preview
+        assert "hidden: user and password from the operator's pip index URL setting" in request.preview
+        for stored in state.glob("approvals.sqlite3*"):               # nor anywhere in the database files
+            assert b"s3cret-pw" not in stored.read_bytes()
+        changed = dataclasses.replace(Config().approval, pip_index_url=url.replace("s3cret-pw", "other"))
+        run_later = pip_download_action(Config().replace(approval=changed)).execute   # the setting changed
+        with pytest.raises(ToolError, match="the package index URL changed since the download was approved"):
+            run_later(request.args, ctx)
 
 
 def _git(*args: str, cwd: Path | None = None) -> str:

@@ -194,5 +194,9 @@ def test_the_environment_sets_policy_index_and_remotes_and_refuses_passwords_in_
     assert a.git_remotes == {"origin": "git@example.org:me/repo.git", "backup": "/srv/git/repo.git"}
     with pytest.raises(ConfigError, match=r"the URL of \['origin'\] holds a password"):
         load({"HARNESS_GIT_REMOTES": "origin=https://me:tok3n@example.org/repo.git"})
+    with pytest.raises(ConfigError, match=r"HARNESS_PIP_INDEX_URL holds a password"):
+        load({"HARNESS_PIP_INDEX_URL": "https://__token__:tok3n@pypi.example.org/simple"})
+    user_only, _ = load({"HARNESS_PIP_INDEX_URL": "https://__token__@pypi.example.org/simple"})  # keyring: fine
+    assert user_only.approval.pip_index_url == "https://__token__@pypi.example.org/simple"
     with pytest.raises(ConfigError, match=r"\['nope'\] are not name=URL"):
         load({"HARNESS_GIT_REMOTES": "nope"})
