@@ -57,21 +57,22 @@ DB_NAME = "approvals.sqlite3"
 
 def _private_files(db: Path) -> None:
     """The database (created if missing) and its WAL/SHM companions: 0600, never through a link.
-    SQLite creates the companions with the database's mode."""
+    SQLite creates the companions with the database's mode.
+
+    An existing file is only chmod-ed, never opened: closing any descriptor of a file drops every
+    POSIX lock this process holds on it, so opening the database here while another connection of
+    this process has it open would leave that connection unlocked and reading a stale snapshot."""
     for path in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
-        if path != db and not os.path.lexists(path):
-            continue
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            if os.path.islink(path):
-                raise UnsafePathError(f"refusing {path}: it is a symbolic link (to {os.readlink(path)!r}); "
-                                      "the approval database is never opened through a link") from exc
-            raise
-        try:
-            os.fchmod(fd, 0o600)
-        finally:
-            os.close(fd)
+        if os.path.islink(path):
+            raise UnsafePathError(f"refusing {path}: it is a symbolic link (to {os.readlink(path)!r}); "
+                                  "the approval database is never opened through a link")
+        if os.path.lexists(path):
+            os.chmod(path, 0o600)
+        elif path == db:    # nothing of this process can hold it open yet
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+            except FileExistsError:
+                os.chmod(path, 0o600)   # another process created it meanwhile
 
 
 class ApprovalQueue:

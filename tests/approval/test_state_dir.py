@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Iterator
 
@@ -65,3 +67,23 @@ def test_a_database_path_planted_as_a_link_is_refused_and_its_target_untouched(t
     with pytest.raises(UnsafePathError, match=r"approvals\.sqlite3: it is a symbolic link \(to '.*elsewhere\.txt'\)"):
         ApprovalQueue(state)
     assert target.read_text() == "keep me\n" and _mode(target) == before
+
+
+WRITER = ("import sys; from pathlib import Path; from harness.approval.queue import ApprovalQueue; "
+          "ApprovalQueue(Path(sys.argv[1])).submit(session='s', tool='t', key=sys.argv[2], call_args={}, "
+          "args={}, preview='p')")
+
+
+def test_a_second_queue_in_one_process_leaves_the_first_one_seeing_other_processes_writes(tmp_path: Path) -> None:
+    # Several queues live in one process (eval workers' sessions, Reflexion attempts). Opening and closing
+    # the database file to set its mode would drop this process's POSIX locks, and the first connection
+    # would then read a stale snapshot: approvals given elsewhere would go unseen until the timeout.
+    state = tmp_path / "state"
+    first = ApprovalQueue(state)
+    ApprovalQueue(state)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    for key in ("k1", "k2", "k3"):
+        subprocess.run([sys.executable, "-c", WRITER, str(state), key], check=True, env=env)
+        ApprovalQueue(state).close()
+        assert sorted(r.key for r in first.list()) == sorted(["k1", "k2", "k3"][: int(key[1])])
+    assert stat.S_IMODE((state / "approvals.sqlite3").stat().st_mode) == 0o600
