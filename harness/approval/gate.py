@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.approval.policy import Policy
 from harness.approval.queue import ApprovalQueue
-from harness.approval.records import Request, canonical_hash
+from harness.approval.records import DecisionRefused, Request, canonical_hash
 from harness.errors import ApprovalDenied, ToolError
 
 if TYPE_CHECKING:
@@ -63,8 +63,8 @@ class ApprovalGate:
                                                  preview=prepared.preview)
             if not created:
                 self._same_call(request, call_args)
-            elif request.status == "pending":
-                request = self._apply_policy(request)
+        if request.status == "pending":   # new, or left pending by a caller killed before the policy ran
+            request = self._apply_policy(request)
         return self._conclude(request, action, ctx)
 
     def _same_call(self, request: Request, call_args: dict[str, Any]) -> None:
@@ -76,13 +76,16 @@ class ApprovalGate:
 
     def _apply_policy(self, request: Request) -> Request:
         verdict = self.policy.decide(request.tool, request.args)
-        if verdict.decision in ("approve", "deny"):
-            return self.queue.decide(request.id, verdict.decision == "approve", "policy",
-                                     verdict.reason, rule=verdict.rule)
-        if self.mode == "deny":
-            return self.queue.decide(
-                request.id, False, "policy", "this run is unattended (--approve deny) and no policy rule "
-                "approves this request", rule="default-deny")
+        try:
+            if verdict.decision in ("approve", "deny"):
+                return self.queue.decide(request.id, verdict.decision == "approve", "policy",
+                                         verdict.reason, rule=verdict.rule)
+            if self.mode == "deny":
+                return self.queue.decide(
+                    request.id, False, "policy", "this run is unattended (--approve deny) and no policy rule "
+                    "approves this request", rule="default-deny")
+        except DecisionRefused:     # decided meanwhile (a human, another session): that decision stands
+            return self.queue.get(request.id)
         return request
 
     def _await_decision(self, request: Request) -> Request:

@@ -128,3 +128,20 @@ def test_a_crash_between_send_and_record_reports_outcome_unknown(tmp_path: Path)
         assert server.count("/hang") == 1
         listing = harness_cli("list", "--all", state_dir=tmp_path / "state")
         assert "executing (outcome unknown, not retried)" in listing.stdout
+
+
+def test_a_request_left_pending_by_a_killed_caller_gets_the_policy_on_retry(tmp_path: Path) -> None:
+    # Killed between asking and the policy's verdict: the retry finds the request pending. The policy
+    # must decide it then, not a human after a timeout (an unattended run would wait it out and expire).
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[[rules]]\nname = "collect"\ntool = "http_request"\ndecision = "approve"\n')
+    with CountingServer() as server:
+        proc = start_call(tmp_path, server.url(), "send-7")            # no policy: left pending
+        _pending(tmp_path)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        retry = start_call(tmp_path, server.url(), "send-7", mode="deny", policy=policy, timeout=30)
+        assert "hit 1 POST" in str(finish_call(retry, timeout=20)["text"])
+        assert server.count() == 1
+        request = ApprovalQueue(tmp_path).list()[0]
+        assert (request.status, request.decided_by) == ("done", "policy")
