@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping
 
 from harness import checks
 from harness.config import Config, Secrets
-from harness.evaluation.tasks import Task
+from harness.core.task import Task
 from harness.loop import AgentLoop, LoopResult, StepEvent
 from harness.messages import Message, TextBlock, system, user
 from harness.models.base import Model, Usage

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from harness.config import Config
 from harness.errors import HarnessError
-from harness.evaluation.tasks import Task
+from harness.core.task import Task
 from harness.messages import Message
 from harness.tools.base import Effect, ToolContext
 from sandbox.api import WORKDIR, ExecResult, Sandbox

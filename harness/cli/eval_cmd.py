@@ -22,7 +22,7 @@ from harness.config import Config, Secrets, load
 from harness.errors import ConfigError
 from harness.evaluation.instances import Prediction, load_instances, load_predictions
 from harness.evaluation.runner import EvalOptions, run_evaluation
-from harness.evaluation.tasks import Task, find_task_dirs, load_task
+from harness.core.task import Task, find_task_dirs, load_task
 
 EXIT_INFRA = 3
 

@@ -22,7 +22,7 @@ from harness import checks
 from harness.cli.common import print_safe, safe_line
 from harness.config import Config, Secrets, load
 from harness.errors import ConfigError, TaskError
-from harness.evaluation.tasks import Task, load_task
+from harness.core.task import Task, load_task
 from harness.loop import StepEvent
 from harness.models.factory import resolve_auto
 from harness.session import SessionOutcome, run_session

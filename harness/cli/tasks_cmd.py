@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from harness.cli.common import print_safe
-from harness.evaluation.tasks import check_task, find_task_dirs, load_task
+from harness.core.task import check_task, find_task_dirs, load_task
 
 DEFAULT_DIRS = [Path("tasks")]
 

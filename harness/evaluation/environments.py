@@ -28,7 +28,7 @@ import docker
 import docker.errors
 from packaging.requirements import Requirement
 
-from harness.evaluation.tasks import Task
+from harness.core.task import Task
 from harness.evaluation.wheelhouse import WheelhouseError, build_wheelhouse, checked
 from sandbox.docker_client import client_or_default
 from sandbox.errors import ImageError, SandboxError

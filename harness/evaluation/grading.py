@@ -27,8 +27,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.evaluation.sources import GIT_APPLY, GNU_PATCH, PatchOutcome, patched_files
-from harness.evaluation.tasks import Task
+from harness.core.sources import GIT_APPLY, GNU_PATCH, PatchOutcome, patched_files
+from harness.core.task import Task
 from harness.evaluation.testlog import TestsVerdict, judge, parse_pytest_log
 from sandbox.api import WORKDIR, Sandbox, SandboxSpec
 from sandbox.errors import SandboxError

@@ -20,8 +20,8 @@ from typing import Any, Iterable
 
 from harness import checks
 from harness.errors import TaskError
-from harness.evaluation.sources import checkout_commit, extract_tarball, sources_root
-from harness.evaluation.tasks import Task, check_meta, task_from_meta
+from harness.core.sources import checkout_commit, extract_tarball, sources_root
+from harness.core.task import Task, check_meta, task_from_meta
 from sandbox.text import safe_json
 
 INSTANCE_EXAMPLE = ('{"instance_id": "owner__name-1", "repo": "owner/name", "base_commit": "<sha>", '

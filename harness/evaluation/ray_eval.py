@@ -28,7 +28,7 @@ from harness.evaluation.instances import Prediction
 from harness.evaluation.ray_backend import Outcome, connection, import_ray, quiet_stdout, run_on_ray
 from harness.evaluation.ray_resources import TaskResources
 from harness.evaluation.report import InstanceRecord, instance_dir, write_done, write_outputs
-from harness.evaluation.tasks import Task
+from harness.core.task import Task
 from sandbox.copy import pack_directory, safe_extract
 
 MAX_BYTES = 2 * 1024 ** 3       # an instance folder or a task's files shipped between nodes

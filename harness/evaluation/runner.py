@@ -32,7 +32,7 @@ from harness.evaluation.progress import Events, SilentEvents
 from harness.evaluation.report import (InstanceRecord, instance_dir, read_done, write_atomic, write_done,
                                        write_outputs)
 from harness.evaluation.stages import Stages
-from harness.evaluation.tasks import Task
+from harness.core.task import Task
 
 RUN_LABEL = "harness.eval"
 

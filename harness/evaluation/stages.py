@@ -20,7 +20,7 @@ from harness.evaluation.grading import Grade, grade_patch
 from harness.evaluation.instances import Prediction
 from harness.evaluation.progress import Events
 from harness.evaluation.report import InstanceRecord
-from harness.evaluation.tasks import Task
+from harness.core.task import Task
 
 if TYPE_CHECKING:
     from harness.evaluation.runner import EvalOptions

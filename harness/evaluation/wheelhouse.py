@@ -34,7 +34,7 @@ from packaging.utils import canonicalize_name
 
 from harness import checks
 from harness.errors import TaskError
-from harness.evaluation.sources import cache_dir
+from harness.core.sources import cache_dir
 
 GLIBC_MINOR = {"3.9": 31, "3.11": 36, "3.13": 41}   # Debian bullseye, bookworm, trixie
 MAX_ROUNDS = 20                                     # levels of the dependency tree

@@ -15,7 +15,7 @@ from harness.errors import ConfigError
 from harness.models.base import Model
 
 if TYPE_CHECKING:
-    from harness.evaluation.tasks import Task
+    from harness.core.task import Task
 
 DEFAULT_ANTHROPIC = "claude-sonnet-4-5"
 DEFAULT_OPENAI = "gpt-4.1"

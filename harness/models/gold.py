@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from harness.errors import ModelError, TaskError
-from harness.evaluation.sources import patched_files
+from harness.core.sources import patched_files
 from harness.messages import Message, TextBlock, ToolUse
 from harness.models.base import ModelResponse, Usage
 

@@ -13,7 +13,7 @@ import pytest
 
 from harness.approval.queue import ApprovalQueue
 from harness.config import Config
-from harness.evaluation.tasks import Task
+from harness.core.task import Task
 from harness.models.scripted import ScriptedModel
 from harness.session import run_session
 from tests.approval.helpers import CountingServer

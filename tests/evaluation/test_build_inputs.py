@@ -16,7 +16,7 @@ import pytest
 from harness.errors import TaskError
 from harness.evaluation.environments import EnvironmentBuildError, ensure_env_image
 from harness.evaluation.instances import load_instances
-from harness.evaluation.tasks import Task, check_meta
+from harness.core.task import Task, check_meta
 from sandbox.images import build_context
 from tests.approval.helpers import CountingServer
 

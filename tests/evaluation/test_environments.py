@@ -11,7 +11,7 @@ from pathlib import Path
 from harness.evaluation.environments import env_hash
 from harness.evaluation.instances import Prediction
 from harness.evaluation.runner import EvalOptions, run_evaluation
-from harness.evaluation.tasks import load_task
+from harness.core.task import load_task
 from harness.evaluation.wheelhouse import applicable, missing_dependencies
 
 from .conftest import TASKS, TEST_LABELS

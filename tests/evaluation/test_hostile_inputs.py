@@ -26,8 +26,8 @@ import pytest
 from harness.errors import TaskError, UnsafePathError
 from harness.evaluation.grading import grade_patch
 from harness.evaluation.instances import load_instances
-from harness.evaluation.sources import MAX_SOURCE_FILES, extract_tarball
-from harness.evaluation.tasks import check_meta, load_task
+from harness.core.sources import MAX_SOURCE_FILES, extract_tarball
+from harness.core.task import check_meta, load_task
 
 from .conftest import TASKS, TEST_LABELS
 
@@ -264,7 +264,7 @@ def test_a_tarball_with_more_members_than_the_cap_is_refused_with_the_cap_named(
 
 
 def test_a_tarball_whose_content_exceeds_the_size_cap_is_refused_before_writing(tmp_path):
-    from harness.evaluation import sources
+    from harness.core import sources
     root = tmp_path / "sources"
     root.mkdir()
     big = tmp_path / "big.tar.gz"

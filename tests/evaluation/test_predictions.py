@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.evaluation.instances import load_predictions
 from harness.evaluation.runner import EvalOptions, run_evaluation
-from harness.evaluation.tasks import load_task
+from harness.core.task import load_task
 
 from .conftest import TASKS, TEST_LABELS
 

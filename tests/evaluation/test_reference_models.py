@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.evaluation.runner import EvalOptions, run_evaluation
-from harness.evaluation.tasks import find_task_dirs, load_task
+from harness.core.task import find_task_dirs, load_task
 
 from .conftest import TASKS, TEST_LABELS
 

@@ -20,7 +20,7 @@ from harness.errors import ConfigError
 from harness.evaluation.instances import Prediction
 from harness.evaluation.report import write_atomic
 from harness.evaluation.runner import EvalOptions, run_evaluation
-from harness.evaluation.tasks import load_task
+from harness.core.task import load_task
 
 from .conftest import TASKS, TEST_LABELS
 

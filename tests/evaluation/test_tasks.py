@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import TaskError
-from harness.evaluation.tasks import check_task, find_task_dirs, load_task
+from harness.core.task import check_task, find_task_dirs, load_task
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks"
 

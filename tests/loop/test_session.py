@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.config import Config, LoopConfig, Secrets
-from harness.evaluation.tasks import Task, load_task
+from harness.core.task import Task, load_task
 from harness.models.scripted import ScriptedModel, resolve_script
 from harness.session import run_session
 from harness.trajectory import load_trajectory

@@ -11,7 +11,7 @@ import pytest
 
 from harness.config import Config, Secrets
 from harness.errors import ConfigError
-from harness.evaluation.tasks import load_task
+from harness.core.task import load_task
 from harness.models.factory import make_model, resolve_auto
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ from harness.evaluation.report import InstanceRecord, read_done
 from harness.evaluation.progress import SilentEvents
 from harness.evaluation.runner import RUN_LABEL, EvalOptions
 from harness.evaluation.stages import Stages
-from harness.evaluation.tasks import load_task
+from harness.core.task import load_task
 from sandbox.copy import safe_extract
 
 TASK_DIR = Path(__file__).resolve().parents[2] / "tasks" / "pagination"

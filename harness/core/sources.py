@@ -10,6 +10,7 @@ so a half-applied tree only ever exists in a throwaway container.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -18,6 +19,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+from platformdirs import user_cache_dir
+from unidiff import PatchSet
 
 from harness import checks
 from harness.errors import TaskError
@@ -33,7 +37,6 @@ GNU_PATCH = ("patch", "--batch", "--fuzz=5", "-p1", "--forward", "--no-backup-if
 
 def cache_dir() -> Path:
     """Where wheelhouses and extracted sources are kept (the user's cache folder for harness)."""
-    from platformdirs import user_cache_dir
     return Path(user_cache_dir("harness"))
 
 
@@ -59,7 +62,6 @@ def task_repo_dir(task_path: Path) -> Path:
 
 
 def _sha256(path: Path) -> str:
-    import hashlib
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -123,7 +125,7 @@ def _spool(source: IO[bytes], sink: IO[bytes], cap: int) -> bool:
 def _cap_message(what: str, amount: str) -> str:
     return (f"{what} holds more than {amount}: the caps on a project's sources are "
             f"{MAX_SOURCE_FILES} members and {MAX_SOURCE_BYTES} bytes once extracted "
-            "(harness.evaluation.sources.MAX_SOURCE_FILES / MAX_SOURCE_BYTES, the same as the sandbox's "
+            "(harness.core.sources.MAX_SOURCE_FILES / MAX_SOURCE_BYTES, the same as the sandbox's "
             "copy caps SandboxSpec.max_copy_files / max_copy_bytes, which a larger project could not pass "
             "either); nothing was extracted. For a project that big, raise both pairs of caps")
 
@@ -181,7 +183,6 @@ def check_patch(root: Path, patch: str) -> PatchOutcome:
 def patched_files(patch: str, existing_only: bool = False) -> list[str]:
     """The paths (relative to the project root) a unified diff touches, before and after; with
     `existing_only`, only the files it modifies or deletes (not those it creates)."""
-    from unidiff import PatchSet
     try:
         patch_set = PatchSet.from_string(patch)
     except Exception as exc:  # noqa: BLE001 - unidiff raises several exception types

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import checks
+from harness.core.sources import check_patch, task_repo_dir
 from harness.errors import TaskError
 
 TASK_KEYS = {"id", "python", "test_cmd", "FAIL_TO_PASS", "PASS_TO_PASS", "requirements", "install_cmd",
@@ -143,7 +144,6 @@ def check_task(path: Path, *, patches: bool = True) -> list[str]:
 def _check_patches(path: Path) -> list[str]:
     """gold.patch and test.patch must be unified diffs that apply to the base state (asked with
     `git apply --check` / `patch --dry-run`: nothing is written on the host)."""
-    from harness.evaluation.sources import check_patch, task_repo_dir
     problems = []
     for name in ("test.patch", "gold.patch"):
         patch = path / name
@@ -158,7 +158,6 @@ def _check_patches(path: Path) -> list[str]:
 
 def load_task(path: Path) -> Task:
     """The task in directory `path`. Raises TaskError listing every problem of an invalid one."""
-    from harness.evaluation.sources import task_repo_dir
     path = Path(path)
     problems = check_task(path, patches=False)
     if problems:
