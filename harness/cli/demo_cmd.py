@@ -1,4 +1,8 @@
-"""`harness demo`: the built-in default, a real agent session on the demo task tasks/wordcount.
+"""`harness demo`: the built-in default, a real agent session on the demo task wordcount.
+
+The task ships inside the package (harness/data/tasks/wordcount, kept identical to tasks/wordcount by
+a test), so an installed wheel runs the demo from any folder: it is copied to a temporary folder for
+the session, since a task is loaded from a real directory.
 
 With ANTHROPIC_API_KEY or OPENAI_API_KEY (or HARNESS_MODEL, or --model) it uses that model; with
 none it replays a recorded repair shipped in the package (harness/data/scripts/wordcount-fix.json)
@@ -12,24 +16,31 @@ import argparse
 import dataclasses
 import json
 import sys
+import tempfile
+from contextlib import ExitStack, contextmanager
 from datetime import datetime, timezone
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import Iterator
 
 from harness.cli.common import print_safe
 from harness.cli.run_cmd import execute, exit_code, find_task, print_summary
 from harness.config import Config, Secrets, load
-from harness.errors import ConfigError
+from harness.errors import ConfigError, TaskError
 from sandbox.text import escape_ident
 
-DEMO_TASK = Path(__file__).resolve().parents[2] / "tasks" / "wordcount"
+DEMO_TASK = "wordcount"   # harness/data/tasks/<this>
 DEMO_SCRIPT = "scripted:wordcount-fix"
+SKIP_NAMES = frozenset({"__pycache__"})   # what an installer may add beside the shipped files
+SKIP_SUFFIXES = (".pyc", ".pyo")
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("demo", help="the built-in default: an agent repairs tasks/wordcount in a sandbox",
+    p = sub.add_parser("demo", help="the built-in default: an agent repairs the wordcount task in a sandbox",
                        description="Run an agent session on the demo task: a real model when an API key is set, "
                                    "else a recorded repair replayed through the real sandbox and tools.")
-    p.add_argument("--task", type=Path, default=DEMO_TASK, help="task folder (default: tasks/wordcount)")
+    p.add_argument("--task", type=Path, help="task folder (default: the wordcount task shipped in the package)")
     p.add_argument("--model", help=f"model spec (default: by the API key found, else {DEMO_SCRIPT})")
     p.add_argument("--out", type=Path, help="output directory (default: runs/demo-YYYYmmdd-HHMMSS)")
     p.set_defaults(func=_run)
@@ -54,12 +65,13 @@ def _run(args: argparse.Namespace) -> int:
     config, secrets = load()
     spec, why = choose_model(config, secrets, args.model)
     config = config.replace(model=dataclasses.replace(config.model, spec=spec))
-    task = find_task(args.task)
-    out = args.out or Path("runs") / f"demo-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"
     show = sys.stdout   # everything below the model, the task or the tests wrote: escaped
-    print_safe(show, f"demo: task {task.id} ({task.repo_dir}), model {spec}: {why}")
-    print_safe(show, f"problem: {task.problem_statement.strip().splitlines()[0]}")
-    outcome = execute(task, config, secrets, out)
+    with ExitStack() as stack:   # the packaged task's temporary copy lives as long as the session
+        task = find_task(args.task or stack.enter_context(packaged_task(DEMO_TASK)))
+        out = args.out or Path("runs") / f"demo-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"
+        print_safe(show, f"demo: task {task.id} ({task.repo_dir}), model {spec}: {why}")
+        print_safe(show, f"problem: {task.problem_statement.strip().splitlines()[0]}")
+        outcome = execute(task, config, secrets, out)
     print_safe(show, "\n--- what the agent did (trajectory.jsonl) ---")
     print_safe(show, steps(out / "trajectory.jsonl"))
     print_safe(show, "\n--- the agent's patch (patch.diff) ---")
@@ -72,6 +84,34 @@ def _run(args: argparse.Namespace) -> int:
     print_safe(show, "")
     print_summary(task, outcome)
     return exit_code(outcome)
+
+
+@contextmanager
+def packaged_task(name: str) -> Iterator[Path]:
+    """The task `name` shipped in harness/data/tasks, copied to a temporary folder removed on exit.
+
+    Raises:
+        TaskError: the package holds no task of that name.
+    """
+    source = resources.files("harness").joinpath("data", "tasks", name)
+    if not source.is_dir():
+        raise TaskError(f"the package holds no task {name!r} under harness/data/tasks; "
+                        f"pass a task folder instead, e.g. --task tasks/{DEMO_TASK}")
+    with tempfile.TemporaryDirectory(prefix="harness-demo-") as tmp:
+        copy_tree(source, Path(tmp) / name)
+        yield Path(tmp) / name
+
+
+def copy_tree(source: Traversable, dest: Path) -> None:
+    """Copy a package resource folder to `dest`, leaving out byte-code an installer compiled."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for item in source.iterdir():
+        if item.name in SKIP_NAMES or item.name.endswith(SKIP_SUFFIXES):
+            continue
+        if item.is_dir():
+            copy_tree(item, dest / item.name)
+        else:
+            (dest / item.name).write_bytes(item.read_bytes())
 
 
 def steps(trajectory: Path, width: int = 100) -> str:
