@@ -1,0 +1,127 @@
+"""A Docker sandbox's container life: its hardened options, start, stop, alive, labels and reaping.
+
+What runs inside the container (commands, files, archives) is the runtime's job
+(`sandbox/runtime/channel.py`); this module only makes, watches and removes the container, and opens
+an exec channel into it. All hardening is in `container_options()`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import docker
+import docker.errors
+from docker.types import LogConfig, Ulimit
+
+from sandbox.api import AGENT_UID, WORKDIR, Limits, SandboxSpec
+from sandbox.channel import Channel
+from sandbox.docker_client import client_or_default
+from sandbox.errors import ImageError, SandboxError
+from sandbox.reaper import owner_labels, reap
+
+BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/home/agent",
+            "USER": "agent", "LANG": "C.UTF-8", "TERM": "dumb", "PYTHONDONTWRITEBYTECODE": "1",
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "PIP_BREAK_SYSTEM_PACKAGES": "1",
+            "GIT_TERMINAL_PROMPT": "0", "PAGER": "cat"}
+IDLE_UID = 65534   # nobody: owns the container's main process, not the agent's files
+_reaped_this_process = False
+
+
+def container_options(spec: SandboxSpec) -> dict[str, Any]:
+    """The hardening of a sandbox container, as `docker.containers.run` keyword arguments."""
+    lim: Limits = spec.limits
+    tmpfs_opts = f"rw,nosuid,nodev,uid={AGENT_UID},gid={AGENT_UID},mode=0755"
+    return {
+        "network_mode": "none",                       # no interface but loopback: nothing leaves
+        "dns": ["127.0.0.1"], "dns_search": ["."],    # the host's resolver and search domains stay out
+        # pid 1 and the idle main process run as `nobody`, never root; the channel and every command
+        # run as the agent (exec user), who can therefore not signal them to stop the container
+        "user": f"{IDLE_UID}:{IDLE_UID}",
+        "cap_drop": ["ALL"],                          # no capabilities, even for setuid binaries
+        "security_opt": ["no-new-privileges"],        # setuid/setcap cannot raise privileges
+        "read_only": True,                            # the image cannot be altered
+        "tmpfs": {WORKDIR: f"{tmpfs_opts},size={lim.workspace_size}",
+                  "/tmp": f"{tmpfs_opts},size={lim.tmp_size}",
+                  "/home/agent": f"{tmpfs_opts},size={lim.home_size}"},
+        "pids_limit": lim.pids,                       # fork bombs stop here
+        "mem_limit": lim.memory,
+        "memswap_limit": lim.memory,                  # equal to memory: no swap
+        "nano_cpus": int(lim.cpus * 1e9),
+        "init": True,                                 # reaps zombies, forwards signals
+        "ulimits": [Ulimit(name="fsize", soft=lim.file_size, hard=lim.file_size),
+                    Ulimit(name="nofile", soft=lim.open_files, hard=lim.open_files)],
+        "log_config": LogConfig(type=LogConfig.types.JSON, config={"max-size": lim.log_size, "max-file": "1"}),
+        "ipc_mode": "private",
+        "hostname": "sandbox",
+        "environment": dict(BASE_ENV),                # nothing of the host's environment
+        "use_config_proxy": False,                    # no proxy settings from the docker client config
+        "labels": {**owner_labels(spec.session), "harness.kind": "sandbox", **spec.labels},
+        "name": f"harness-{spec.session}-{uuid.uuid4().hex[:6]}",
+    }
+
+
+class DockerDeployment:
+    """One sandbox container: started idle (`sleep infinity` under Docker's init), removed by `stop()`."""
+
+    def __init__(self, spec: SandboxSpec, client: docker.DockerClient | None = None) -> None:
+        self.spec = spec
+        self.client = client
+        self.container: Any = None
+
+    def start(self) -> None:
+        """Create and start the container; the first start in a process reaps leftovers of dead ones.
+
+        Raises:
+            DockerUnavailable: no Docker daemon answers.
+            ImageError: the sandbox image does not exist.
+            SandboxError: it is already started.
+        """
+        global _reaped_this_process
+        if self.container is not None:
+            raise SandboxError(f"sandbox {self.spec.session!r} is already started; use it, or close() it first")
+        self.client = client_or_default(self.client)
+        if not _reaped_this_process:
+            reap(self.client)
+            _reaped_this_process = True
+        try:
+            self.client.images.get(self.spec.image)
+        except docker.errors.ImageNotFound as exc:
+            raise ImageError(f"sandbox image {self.spec.image!r} does not exist; build it with "
+                             "`harness sandbox build`") from exc
+        self.container = self.client.containers.run(self.spec.image, ["sleep", "infinity"], detach=True,
+                                                     **container_options(self.spec))
+
+    def stop(self) -> None:
+        """Remove the container and its anonymous volumes. Idempotent; a removal under way elsewhere is fine."""
+        if self.container is None:
+            return
+        try:
+            self.container.remove(force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:   # 409: a reaper is already removing it
+                raise
+        self.container = None
+
+    def alive(self) -> bool:
+        """Whether the container exists and runs (asks the daemon)."""
+        if self.container is None:
+            return False
+        try:
+            self.container.reload()
+        except docker.errors.NotFound:
+            return False
+        return bool(self.container.status == "running")
+
+    def open_channel(self, env: dict[str, str]) -> Channel:
+        """Start an exec channel server in the container, as the agent, with exactly `env`.
+
+        Raises:
+            SandboxError: the container is not started.
+            ChannelError: the server did not start.
+        """
+        if self.client is None or self.container is None:
+            raise SandboxError("the sandbox is closed; start a new one")
+        return Channel(self.client, self.container.id, f"{AGENT_UID}:{AGENT_UID}", env)
