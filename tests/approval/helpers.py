@@ -3,6 +3,9 @@ made by a separate harness process (so it can be killed and restarted)."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import io
 import json
 import os
 import pty
@@ -11,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import zipfile
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -158,3 +162,20 @@ class Terminal:
             self.proc.kill()
             self.proc.wait(10)
         os.close(self.master)
+
+
+def make_wheel(name: str, version: str, module_text: str = "", requires: tuple[str, ...] = ()) -> bytes:
+    """A minimal valid pure-Python wheel holding one module, with these `Requires-Dist` lines."""
+    dist = f"{name}-{version}.dist-info"
+    meta = f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n"
+    meta += "".join(f"Requires-Dist: {r}\n" for r in requires)
+    files = {f"{name}/__init__.py": (module_text or f"VERSION = {version!r}\n").encode(),
+             f"{dist}/METADATA": meta.encode(),
+             f"{dist}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = "".join(f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},"
+                     f"{len(data)}\n" for path, data in files.items()) + f"{dist}/RECORD,,\n"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for path, data in {**files, f"{dist}/RECORD": record.encode()}.items():
+            zf.writestr(path, data)
+    return buf.getvalue()

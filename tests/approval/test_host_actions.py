@@ -5,11 +5,9 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
-import io
 import re
 import subprocess
 import threading
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -23,26 +21,22 @@ from harness.errors import ApprovalDenied, ToolError
 from harness.tools.base import ToolContext
 from harness.tools.outbound import outbound_tools
 from harness.tools.outbound_pip import pip_download_action
-from tests.approval.helpers import CountingServer, wait_for
+from tests.approval.helpers import CountingServer, make_wheel, wait_for
 
 pytestmark = pytest.mark.docker
 
 APPROVE_ALL = '[[rules]]\nname = "test-all"\ntool = "*"\ndecision = "approve"\n'
 
 
-def _wheel(name: str, version: str, module_text: str) -> bytes:
-    """A minimal valid wheel holding one module."""
-    dist = f"{name}-{version}.dist-info"
-    files = {f"{name}/__init__.py": module_text.encode(),
-             f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n".encode(),
-             f"{dist}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
-    record = "".join(f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},"
-                     f"{len(data)}\n" for path, data in files.items()) + f"{dist}/RECORD,,\n"
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zf:
-        for path, data in {**files, f"{dist}/RECORD": record.encode()}.items():
-            zf.writestr(path, data)
-    return buf.getvalue()
+def _serve_probe_package(index: CountingServer) -> str:
+    """Publish probe-pkg 1.0 (a module whose VALUE says it was installed offline); returns the wheel's path."""
+    wheel = make_wheel("probe_pkg", "1.0", "VALUE = 'installed offline'\n")
+    file_path = "/files/probe_pkg-1.0-py3-none-any.whl"
+    index.routes["/simple/probe-pkg/"] = ("text/html", (
+        f'<html><body><a href="{file_path}#sha256={hashlib.sha256(wheel).hexdigest()}">'
+        'probe_pkg-1.0-py3-none-any.whl</a></body></html>').encode())
+    index.routes[file_path] = ("application/octet-stream", wheel)
+    return file_path
 
 
 def _session(state: Path, box: Any, mode: str, policy: str | None, **approval: Any):  # type: ignore[no-untyped-def]
@@ -59,13 +53,8 @@ def _session(state: Path, box: Any, mode: str, policy: str | None, **approval: A
 
 
 def test_pip_download_runs_on_the_host_once_and_installs_offline_in_the_sandbox(tmp_path: Path, sandbox: Any) -> None:
-    wheel = _wheel("probe_pkg", "1.0", "VALUE = 'installed offline'\n")
-    file_path = "/files/probe_pkg-1.0-py3-none-any.whl"
     with CountingServer() as index:
-        index.routes["/simple/probe-pkg/"] = ("text/html", (
-            f'<html><body><a href="{file_path}#sha256={hashlib.sha256(wheel).hexdigest()}">'
-            'probe_pkg-1.0-py3-none-any.whl</a></body></html>').encode())
-        index.routes[file_path] = ("application/octet-stream", wheel)
+        file_path = _serve_probe_package(index)
         probe = "python -c 'import probe_pkg; print(probe_pkg.VALUE)'"
         tools, ctx, _ = _session(tmp_path / "a", sandbox, "deny", None, pip_index_url=index.url("/simple"))
         with pytest.raises(ApprovalDenied, match="rule default-deny"):
@@ -84,18 +73,13 @@ def test_pip_download_runs_on_the_host_once_and_installs_offline_in_the_sandbox(
 
 
 def test_pip_download_keeps_the_index_password_out_of_the_queue_and_the_preview(tmp_path: Path, sandbox: Any) -> None:
-    wheel = _wheel("probe_pkg", "1.0", "VALUE = 'installed offline'\n")
-    file_path = "/files/probe_pkg-1.0-py3-none-any.whl"
     with CountingServer() as index:
-        index.routes["/simple/probe-pkg/"] = ("text/html", (
-            f'<html><body><a href="{file_path}#sha256={hashlib.sha256(wheel).hexdigest()}">'
-            'probe_pkg-1.0-py3-none-any.whl</a></body></html>').encode())
-        index.routes[file_path] = ("application/octet-stream", wheel)
+        file_path = _serve_probe_package(index)
         url = index.url("/simple").replace("http://", "http://ops:s3cret-pw@")
         state = tmp_path / "state"
         tools, ctx, gate = _session(state, sandbox, "deny", APPROVE_ALL, pip_index_url=url)
         out = tools["pip_download"].function(ctx, requirement="probe-pkg==1.0", key="pip-secret")
-        assert "downloaded 1 wheel(s)" in out and "s3cret-pw" not in out
+        assert "downloaded 1 wheel(s)" in out and "s3cret-pw" not in out and index.count(file_path) == 1
         sent = [h.headers.get("Authorization", "") for h in index.hits if h.path == "/simple/probe-pkg/"]
         assert sent and sent[-1] == "Basic " + base64.b64encode(b"ops:s3cret-pw").decode()   # the host used it
         request = gate.queue.get(1)

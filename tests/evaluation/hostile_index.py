@@ -3,30 +3,12 @@ writes a marker file as soon as it is imported (what an attacker's sdist would d
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import io
 import tarfile
-import zipfile
 from pathlib import Path
 
-from tests.approval.helpers import CountingServer
-
-
-def wheel(name: str, version: str, requires: list[str]) -> bytes:
-    """A valid pure-Python wheel with one empty module and these `Requires-Dist` lines."""
-    dist = f"{name}-{version}.dist-info"
-    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-    meta += "".join(f"Requires-Dist: {r}\n" for r in requires)
-    files = {f"{name}/__init__.py": f"VERSION = {version!r}\n".encode(), f"{dist}/METADATA": meta.encode(),
-             f"{dist}/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
-    record = "".join(f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},"
-                     f"{len(data)}\n" for path, data in files.items()) + f"{dist}/RECORD,,\n"
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zf:
-        for path, data in {**files, f"{dist}/RECORD": record.encode()}.items():
-            zf.writestr(path, data)
-    return buf.getvalue()
+from tests.approval.helpers import CountingServer, make_wheel
 
 
 def evil_sdist(marker: Path) -> bytes:
@@ -48,7 +30,7 @@ def evil_sdist(marker: Path) -> bytes:
 
 def publish(index: CountingServer, name: str, version: str, requires: list[str]) -> str:
     """Serve a wheel of `name` on the index's simple page; the wheel's path on the server."""
-    data = wheel(name, version, requires)
+    data = make_wheel(name, version, requires=tuple(requires))
     path = f"/files/{name}-{version}-py3-none-any.whl"
     index.routes[path] = ("application/octet-stream", data)
     index.routes[f"/simple/{name}/"] = ("text/html", (
