@@ -29,7 +29,8 @@ from harness.config import load  # noqa: E402
 from harness.evaluation.ray_backend import Outcome, run_on_ray  # noqa: E402
 from harness.evaluation.ray_cluster import LocalCluster, keep_loopback  # noqa: E402
 from harness.evaluation.ray_resources import TaskResources  # noqa: E402
-from harness.evaluation.runner import EvalOptions, run_evaluation  # noqa: E402
+from harness.evaluation.options import EvalOptions  # noqa: E402
+from harness.evaluation.runner import run_evaluation  # noqa: E402
 from harness.core.task import find_task_dirs, load_task  # noqa: E402
 
 SLOTS = 2

@@ -21,20 +21,27 @@ import dataclasses
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from harness import checks
+from harness.approval.wiring import outbound_tools_for_session
 from harness.config import Config, Secrets
 from harness.core.task import Task
+from harness.environments.images import ensure_env_image
+from harness.errors import ModelError
 from harness.loop import AgentLoop, LoopResult, StepEvent
 from harness.messages import Message, TextBlock, system, user
 from harness.models.base import Model, Usage
 from harness.tools.base import ToolContext
+from harness.tools.catalog import default_catalog
 from harness.trajectory import TrajectoryWriter, read_lines
 from harness.workspace import replay, run_tests, sandbox_patch, start_baseline
-from sandbox.api import ExecResult
+from sandbox.api import ExecResult, SandboxSpec
+from sandbox.docker_sandbox import DockerSandbox
+from sandbox.images import ensure_image
 from sandbox.text import safe_json
 
 Progress = Callable[["StepEvent | str"], None]
@@ -115,20 +122,14 @@ def session_image(task: Task, config: Config, progress: Callable[[str], None] | 
     say = progress or (lambda _message: None)
     base = config.sandbox.image
     if base == "auto":
-        from sandbox.images import ensure_image
         base = ensure_image(python=task.python or config.sandbox.python, base=config.sandbox.base, progress=say)
     if not task.requirements and not task.install_cmd:
         return base
-    from harness.evaluation.environments import ensure_env_image
     return ensure_env_image(task, base, progress=say)
 
 
 def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, number: int,
              notes: list[str], say: Progress, resume_from: Path | None, labels: dict[str, str]) -> Attempt:
-    from harness.approval.wiring import outbound_tools_for_session
-    from harness.tools.catalog import default_catalog
-    from sandbox.api import SandboxSpec
-    from sandbox.docker_sandbox import DockerSandbox
 
     session = f"{task.id}-{uuid.uuid4().hex[:8]}"
     spec = SandboxSpec(image=image, session=session, project_dir=task.repo_dir, limits=config.sandbox.limits,
@@ -179,7 +180,6 @@ def _start_messages(task: Task, notes: list[str], number: int, resume_from: Path
 
 def _reflect(model: Model, task: Task, attempt: Attempt, say: Progress) -> str:
     """The model's self-critique of a failed attempt ("" when the model cannot give one)."""
-    from harness.errors import ModelError
     assert attempt.tests is not None
     say("tests failed: asking the model for a self-critique")
     ask = prompt("reflect.md", test_cmd=task.test_cmd, exit_code=attempt.tests.exit_code,
@@ -230,8 +230,6 @@ def prompt(name: str, **values: Any) -> str:
 def write_result(path: Path, task: Task, outcome: SessionOutcome, config: Config, image: str, *,
                  resumed_from: Path | None = None) -> None:
     """result.json: what happened, measured, with the resolved config (secrets are not in Config)."""
-    from datetime import datetime, timezone
-
     def usage(u: Usage) -> dict[str, int]:
         return dataclasses.asdict(u)
 

@@ -21,7 +21,8 @@ from harness.cli.run_cmd import add_session_options, apply_options
 from harness.config import Config, Secrets, load
 from harness.errors import ConfigError
 from harness.evaluation.instances import Prediction, load_instances, load_predictions
-from harness.evaluation.runner import EvalOptions, run_evaluation
+from harness.evaluation.options import EvalOptions
+from harness.evaluation.runner import run_evaluation
 from harness.core.task import Task, find_task_dirs, load_task
 
 EXIT_INFRA = 3

@@ -11,25 +11,26 @@ import json
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 from harness import checks
 from harness.config import Config, Secrets
-from harness.evaluation.environments import ensure_env_image
+from harness.core.task import Task
+from harness.environments.images import ensure_env_image
 from harness.evaluation.grading import Grade, grade_patch
 from harness.evaluation.instances import Prediction
+from harness.evaluation.options import Cancelled, EvalOptions
 from harness.evaluation.progress import Events
 from harness.evaluation.report import InstanceRecord
-from harness.core.task import Task
-
-if TYPE_CHECKING:
-    from harness.evaluation.runner import EvalOptions
+from harness.models.factory import make_model
+from harness.session import run_session
+from sandbox.images import ensure_image
 
 REFERENCE_MODELS = ("gold", "empty")
 
 
 class Stages:
-    def __init__(self, config: Config, secrets: Secrets, options: "EvalOptions", labels: Mapping[str, str],
+    def __init__(self, config: Config, secrets: Secrets, options: EvalOptions, labels: Mapping[str, str],
                  cancel: threading.Event, events: Events, predictions: Mapping[str, Prediction] | None) -> None:
         self.config = config
         self.secrets = secrets
@@ -40,7 +41,6 @@ class Stages:
         self.predictions = predictions
 
     def _check(self) -> None:
-        from harness.evaluation.runner import Cancelled
         if self.cancel.is_set():
             raise Cancelled()
 
@@ -57,7 +57,6 @@ class Stages:
         if self.config.sandbox.image != "auto":
             base = self.config.sandbox.image
         else:
-            from sandbox.images import ensure_image
             self.events.stage(task.id, f"sandbox image for Python {task.python}")
             base = ensure_image(python=task.python, base=self.config.sandbox.base, progress=say)
         image = ensure_env_image(task, base, progress=say,
@@ -77,8 +76,6 @@ class Stages:
         return self._session(task, folder, image, record)
 
     def _session(self, task: Task, folder: Path, image: str, record: InstanceRecord) -> str:
-        from harness.models.factory import make_model
-        from harness.session import run_session
         spec = self.options.model or ""
         model = make_model(spec, self.config, self.secrets, task=task)
         # the reference models never read test output: skip the session's own test run for them

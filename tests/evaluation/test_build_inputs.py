@@ -14,7 +14,7 @@ import docker.errors
 import pytest
 
 from harness.errors import TaskError
-from harness.evaluation.environments import EnvironmentBuildError, ensure_env_image
+from harness.environments.images import EnvironmentBuildError, ensure_env_image
 from harness.evaluation.instances import load_instances
 from harness.core.task import Task, check_meta
 from sandbox.images import build_context

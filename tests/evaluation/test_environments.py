@@ -8,11 +8,12 @@ import json
 import zipfile
 from pathlib import Path
 
-from harness.evaluation.environments import env_hash
+from harness.environments.images import env_hash
 from harness.evaluation.instances import Prediction
-from harness.evaluation.runner import EvalOptions, run_evaluation
+from harness.evaluation.options import EvalOptions
+from harness.evaluation.runner import run_evaluation
 from harness.core.task import load_task
-from harness.evaluation.wheelhouse import applicable, missing_dependencies
+from harness.environments.wheelhouse import applicable, missing_dependencies
 
 from .conftest import TASKS, TEST_LABELS
 

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 from harness.evaluation.instances import load_predictions
-from harness.evaluation.runner import EvalOptions, run_evaluation
+from harness.evaluation.options import EvalOptions
+from harness.evaluation.runner import run_evaluation
 from harness.core.task import load_task
 
 from .conftest import TASKS, TEST_LABELS

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.evaluation.runner import EvalOptions, run_evaluation
+from harness.evaluation.options import EvalOptions
+from harness.evaluation.runner import run_evaluation
 from harness.core.task import find_task_dirs, load_task
 
 from .conftest import TASKS, TEST_LABELS

@@ -19,7 +19,8 @@ from harness.cli.main import main
 from harness.errors import ConfigError
 from harness.evaluation.instances import Prediction
 from harness.evaluation.report import write_atomic
-from harness.evaluation.runner import EvalOptions, run_evaluation
+from harness.evaluation.options import EvalOptions
+from harness.evaluation.runner import run_evaluation
 from harness.core.task import load_task
 
 from .conftest import TASKS, TEST_LABELS

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.evaluation.wheelhouse import WheelhouseError, build_wheelhouse
+from harness.environments.wheelhouse import WheelhouseError, build_wheelhouse
 from tests.approval.helpers import CountingServer
 from tests.evaluation.hostile_index import publish, publish_evil
 

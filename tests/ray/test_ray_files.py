@@ -10,10 +10,10 @@ import pytest
 
 from harness.config import Config, Secrets
 from harness.evaluation.ray_cluster import LocalCluster, RayNode
-from harness.evaluation.ray_eval import TaskFiles, evaluate_on_ray
+from harness.evaluation.backends.ray import TaskFiles, evaluate_on_ray
 from harness.evaluation.report import InstanceRecord, read_done
 from harness.evaluation.progress import SilentEvents
-from harness.evaluation.runner import RUN_LABEL, EvalOptions
+from harness.evaluation.options import RUN_LABEL, EvalOptions
 from harness.evaluation.stages import Stages
 from harness.core.task import load_task
 from sandbox.copy import safe_extract

@@ -1,6 +1,6 @@
-"""`harness eval --backend ray`: each pending instance of the batch runner becomes one Ray task.
+"""The Ray backend (`harness eval --backend ray`): each pending instance becomes one Ray task.
 
-On its node the task evaluates the instance exactly as the local backend does (`runner._instance`:
+On its node the task evaluates the instance exactly as the local backend does (`evaluate_instance`:
 environment image from that node's Docker cache, agent session, grading) into a node-local folder,
 then ships that folder back as a tar. The driver unpacks it (no links, 0700/0600) into
 ``--out/instances/<id>/`` (its `done` marker included) and records it as the runner's local loop
@@ -24,11 +24,16 @@ from typing import Any, Callable, Mapping
 
 from harness import checks
 from harness.config import Config, Secrets
+from harness.core.task import Task
+from harness.evaluation.backends import Batch
+from harness.evaluation.instance import evaluate_instance
 from harness.evaluation.instances import Prediction
+from harness.evaluation.options import RUN_LABEL, EvalOptions
+from harness.evaluation.progress import SilentEvents
 from harness.evaluation.ray_backend import Outcome, connection, import_ray, quiet_stdout, run_on_ray
 from harness.evaluation.ray_resources import TaskResources
-from harness.evaluation.report import InstanceRecord, instance_dir, write_done, write_outputs
-from harness.core.task import Task
+from harness.evaluation.report import InstanceRecord, instance_dir, write_done
+from harness.evaluation.stages import Stages
 from sandbox.copy import pack_directory, safe_extract
 
 MAX_BYTES = 2 * 1024 ** 3       # an instance folder or a task's files shipped between nodes
@@ -58,11 +63,11 @@ class Shipped:
 
 @dataclass(frozen=True)
 class RemoteInstance:
-    """The per-instance job, picklable: everything `runner._instance` needs, rebuilt on the node."""
+    """The per-instance job, picklable: everything `evaluate_instance` needs, rebuilt on the node."""
 
     config: Config
     secrets: Secrets
-    options: Any                      # runner.EvalOptions
+    options: EvalOptions
     labels: Mapping[str, str]
     model_name: str
     predictions: Mapping[str, Prediction] | None
@@ -71,62 +76,56 @@ class RemoteInstance:
     ship: bool | None = None          # fetch the task's files: None = when not on the driver's machine
 
     def __call__(self, task: Task) -> Shipped:
-        from harness.evaluation.progress import SilentEvents
-        from harness.evaluation.runner import _instance
-        from harness.evaluation.stages import Stages
         with tempfile.TemporaryDirectory(prefix="harness-ray-") as tmp:
             task = self._local_task(task, Path(tmp) / "task")
             out = Path(tmp) / "out"
             cancel = threading.Event()
             stages = Stages(self.config, self.secrets, self.options, self.labels, cancel, SilentEvents(),
                             self.predictions)
-            record = _instance(task, stages, out, self.model_name, cancel)
+            record = evaluate_instance(task, stages, out, self.model_name, cancel)
             return Shipped(record, pack_directory(instance_dir(out, task.id), MAX_BYTES, MAX_FILES, skip=set()))
 
     def _local_task(self, task: Task, where: Path) -> Task:
         ship = self.ship if self.ship is not None else socket.gethostname() != self.driver_host
         if not ship:
             return task
-        import ray
+        import ray  # optional extra (harness[ray]); this runs only on a Ray worker, where it is installed
         safe_extract(ray.get(self.files.pack.remote(str(task.repo_dir))), where, MAX_BYTES, MAX_FILES)
         return dataclasses.replace(task, repo_dir=where)
 
 
-def evaluate_batch(pending: list[Task], ids: list[str], records: dict[str, InstanceRecord], stages: Any,
-                   out: Path, model_name: str, events: Any) -> dict[str, Any]:
-    """The runner's loop on Ray: each finished instance is recorded and the outputs rewritten, as the
-    local backend does; returns the report."""
-    def finish(record: InstanceRecord) -> None:
-        records[record.instance_id] = record
-        write_outputs(out, ids, records, model_name)
-        events.finished(record)
+class RayBackend:
+    """Each pending instance as one Ray task, on the cluster at `address` (None: a one-machine Ray)."""
 
-    try:
-        evaluate_on_ray(pending, stages, out, model_name, finish, address=stages.options.ray_address)
-    except KeyboardInterrupt:
-        write_outputs(out, ids, records, model_name)
-        events.message(f"stopped: the run's Ray tasks were cancelled and their containers removed; finished "
-                       f"instances are kept in {out}, rerun with --resume to continue")
-        raise
-    return write_outputs(out, ids, records, model_name)
+    def __init__(self, address: str | None) -> None:
+        self.address = address
+
+    def evaluate(self, pending: list[Task], batch: Batch) -> None:
+        try:
+            evaluate_on_ray(pending, batch.stages, batch.out, batch.model_name, batch.finish, address=self.address)
+        except KeyboardInterrupt:
+            batch.report()
+            batch.stages.events.message(f"stopped: the run's Ray tasks were cancelled and their containers "
+                                        f"removed; finished instances are kept in {batch.out}, rerun with "
+                                        "--resume to continue")
+            raise
 
 
-def evaluate_on_ray(tasks: list[Task], stages: Any, out: Path, model_name: str,
+def evaluate_on_ray(tasks: list[Task], stages: Stages, out: Path, model_name: str,
                     on_record: Callable[[InstanceRecord], None], *, address: str | None,
                     max_retries: int = MAX_RETRIES, ship: bool | None = None) -> None:
     """Evaluate `tasks` as Ray tasks; `on_record` gets each record once its folder is in `out`.
 
-    `stages` is the runner's `Stages` (its config, secrets, options, labels and predictions are sent).
+    `stages`: the run's `Stages` (its config, secrets, options, labels and predictions are sent).
     """
     ray = import_ray()
     with quiet_stdout(), connection(ray, address):
         _evaluate(ray, tasks, stages, out, model_name, on_record, address, max_retries, ship)
 
 
-def _evaluate(ray: Any, tasks: list[Task], stages: Any, out: Path, model_name: str,
+def _evaluate(ray: Any, tasks: list[Task], stages: Stages, out: Path, model_name: str,
               on_record: Callable[[InstanceRecord], None], address: str | None, max_retries: int,
               ship: bool | None) -> None:
-    from harness.evaluation.runner import RUN_LABEL
     job = RemoteInstance(stages.config, stages.secrets, stages.options, dict(stages.labels), model_name,
                          stages.predictions, socket.gethostname(), _task_files(ray, tasks), ship)
 
@@ -139,7 +138,7 @@ def _evaluate(ray: Any, tasks: list[Task], stages: Any, out: Path, model_name: s
 
 
 def _task_files(ray: Any, tasks: list[Task]) -> Any:
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # optional extra, as `ray` is
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     actor = ray.remote(TaskFiles).options(num_cpus=0, scheduling_strategy=here)
     return actor.remote(sorted({str(t.repo_dir) for t in tasks}))

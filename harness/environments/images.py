@@ -29,7 +29,7 @@ import docker.errors
 from packaging.requirements import Requirement
 
 from harness.core.task import Task
-from harness.evaluation.wheelhouse import WheelhouseError, build_wheelhouse, checked
+from harness.environments.wheelhouse import WheelhouseError, build_wheelhouse, checked
 from sandbox.docker_client import client_or_default
 from sandbox.errors import ImageError, SandboxError
 from sandbox.images import BASE_LABEL, build_context, image_exists

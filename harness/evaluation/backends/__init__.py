@@ -1,0 +1,50 @@
+"""Where a batch's instances run: the `Backend` protocol and the batch state a backend reports into.
+
+Two implementations: `local.ThreadPoolBackend` (a thread pool on this machine) and `ray.RayBackend`
+(one Ray task per instance). Each runs `harness.evaluation.instance.evaluate_instance` for every pending
+task and hands each record to `Batch.finish` as it completes; on an interrupt it cleans up its
+containers, leaves the finished instances written and re-raises.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness.core.task import Task
+from harness.evaluation.report import InstanceRecord, write_outputs
+from harness.evaluation.stages import Stages
+
+
+@dataclass
+class Batch:
+    """A run as its backend sees it: the stages every instance goes through, and the outputs so far."""
+
+    stages: Stages
+    out: Path
+    model_name: str
+    ids: list[str]
+    records: dict[str, InstanceRecord]
+    run_id: str
+
+    def finish(self, record: InstanceRecord) -> None:
+        """Record a finished instance and rewrite predictions.jsonl and report.json."""
+        self.records[record.instance_id] = record
+        write_outputs(self.out, self.ids, self.records, self.model_name)
+        self.stages.events.finished(record)
+
+    def report(self) -> dict[str, Any]:
+        """Write the outputs as they stand and return the report."""
+        return write_outputs(self.out, self.ids, self.records, self.model_name)
+
+
+class Backend(Protocol):
+    def evaluate(self, pending: list[Task], batch: Batch) -> None:
+        """Evaluate each of `pending` and `batch.finish` its record.
+
+        Raises:
+            KeyboardInterrupt (or any exception of the backend itself): after removing the run's
+                containers and writing the outputs of the finished instances.
+        """
+        ...
