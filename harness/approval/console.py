@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import TextIO
 
-from harness.approval.preview import gutter, safe_ident
+from harness.tools.outbound_preview import gutter, safe_ident
 from harness.approval.queue import ApprovalQueue
 from harness.approval.records import DecisionRefused, Request
 

@@ -26,7 +26,7 @@ from harness.errors import ApprovalDenied, ToolError
 
 if TYPE_CHECKING:
     from harness.tools.base import ToolContext
-    from harness.tools.outbound import OutboundAction
+    from harness.tools.outbound_action import OutboundAction
 
 MODES = ("ask", "queue", "deny")
 

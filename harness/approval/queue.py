@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from harness.approval.preview import safe_ident
+from harness.tools.outbound_preview import safe_ident
 from harness.approval.records import (
     TERMINAL,
     AuditEvent,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from harness.approval.preview import safe_ident, safe_text
+from harness.tools.outbound_preview import safe_ident, safe_text
 from harness.approval.queue import ApprovalQueue
 from harness.approval.records import Request, UnknownRequest
 from harness.errors import ApprovalError

@@ -22,6 +22,7 @@ from harness.approval.queue import ApprovalQueue
 from harness.config import Config
 from harness.errors import ConfigError
 from harness.tools.base import Tool
+from harness.tools.outbound import outbound_tools
 
 
 def resolve_mode(mode: str | None, stdin: TextIO | None = None, stdout: TextIO | None = None) -> str:
@@ -52,6 +53,5 @@ def make_gate(config: Config, mode: str | None = None, *, stdin: TextIO | None =
 
 def outbound_tools_for_session(config: Config, session: str, mode: str | None) -> tuple[list[Tool], dict[str, Any]]:
     """The outbound tools of a session and the services ("approver") they need in ToolContext."""
-    from harness.tools.outbound import outbound_tools
     gate = make_gate(config, mode)
     return outbound_tools(config), {"approver": gate}

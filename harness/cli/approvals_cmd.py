@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.approval.console import describe
-from harness.approval.preview import gutter, safe_ident, safe_text
+from harness.tools.outbound_preview import gutter, safe_ident, safe_text
 from harness.approval.queue import ApprovalQueue
 from harness.approval.records import STATUSES, DecisionRefused, UnknownRequest
 from harness.config import load

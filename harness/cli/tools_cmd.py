@@ -14,6 +14,7 @@ import textwrap
 from harness import config as config_module
 from harness.cli.common import print_safe
 from harness.tools.catalog import default_catalog
+from harness.tools.outbound import outbound_tools
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -26,7 +27,6 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 
 
 def _run(args: argparse.Namespace) -> int:
-    from harness.tools.outbound import outbound_tools
     cfg, _ = config_module.load()
     catalog = default_catalog(cfg, outbound_tools(cfg))
     if args.json:

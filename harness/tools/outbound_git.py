@@ -12,10 +12,10 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.approval.preview import field_lines, masked_url, safe_ident, safe_text
+from harness.tools.outbound_preview import field_lines, masked_url, safe_ident, safe_text
 from harness.errors import ToolArgumentsError, ToolError
 from harness.tools.base import ToolContext
-from harness.tools.outbound import OutboundAction, Prepared
+from harness.tools.outbound_action import OutboundAction, Prepared
 
 if TYPE_CHECKING:
     from harness.config import Config

@@ -1,7 +1,7 @@
 """`pip_download`: the host downloads wheels after approval; the sandbox installs them offline.
 
 The host downloads wheels only, for the sandbox's Python version and platform, into a temporary
-wheelhouse with `harness.evaluation.wheelhouse.download_wheels`: `pip download --only-binary=:all:
+wheelhouse with `harness.environments.wheelhouse.download_wheels`: `pip download --only-binary=:all:
 --no-deps`, one level of dependencies at a time, so pip never follows a dependency's URL and no package
 code (no sdist build backend) runs on the host; a dependency given as a URL is refused. The wheels are
 copied into the sandbox and installed there with `pip install --no-index --find-links` (the sandbox
@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 from packaging.requirements import Requirement
 
 from harness import checks
-from harness.approval.preview import field_lines, masked_url, operator_value, safe_ident
+from harness.tools.outbound_preview import field_lines, masked_url, operator_value, safe_ident
 from harness.errors import TaskError, ToolArgumentsError, ToolError
-from harness.evaluation.wheelhouse import WheelhouseError, download_wheels
+from harness.environments.wheelhouse import WheelhouseError, download_wheels
 from harness.tools.base import ToolContext
-from harness.tools.outbound import OutboundAction, Prepared
+from harness.tools.outbound_action import OutboundAction, Prepared
 
 if TYPE_CHECKING:
     from harness.config import Config

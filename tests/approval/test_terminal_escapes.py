@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pyte
 
-from harness.approval.preview import gutter
+from harness.tools.outbound_preview import gutter
 from harness.approval.queue import ApprovalQueue
 from tests.approval.helpers import CALLER, CountingServer, Terminal, harness_cli
 
