@@ -1,14 +1,14 @@
 """The exec channel's host end: one `docker exec` kept open for the whole session.
 
-The in-sandbox end is `image/channel_server.py`. Requests and answers are frames (4-byte big-endian
-length + JSON) carried over the exec's stdin and stdout. Without a TTY, Docker multiplexes the exec's
-output: each piece comes with an 8-byte header (stream id, 3 zero bytes, 4-byte big-endian size),
-which is undone here. What the server writes to stderr is kept (bounded) to explain a crash.
+The in-sandbox end is the `sandbox/server` package. Requests and answers are frames of the protocol
+in `sandbox/_protocol.py` (4-byte big-endian length + JSON), shared by both ends, carried over the
+exec's stdin and stdout. Without a TTY, Docker multiplexes the exec's output: each piece comes with an
+8-byte header (stream id, 3 zero bytes, 4-byte big-endian size), which is undone here. What the
+server writes to stderr is kept (bounded) to explain a crash.
 """
 
 from __future__ import annotations
 
-import json
 import socket
 import struct
 import threading
@@ -16,10 +16,10 @@ from typing import Any
 
 import docker
 
+from sandbox import _protocol as protocol
 from sandbox.errors import ChannelClosed, ChannelError
 
-SERVER_PATH = "/opt/harness/channel_server.py"
-MAX_FRAME = 1 << 30
+SERVER_PATH = "/opt/harness/channel"   # a folder whose __main__.py runs the server (see sandbox/image)
 
 
 class Channel:
@@ -38,26 +38,50 @@ class Channel:
         self._sock: socket.socket = getattr(wrapped, "_sock", wrapped)
         self._wrapped = wrapped
         self._sock.settimeout(30)
-        hello = self._read_frame()
-        if not hello.get("ready"):
-            raise ChannelError(f"the channel server did not start: {hello!r}")
-        self.server_pid = int(hello["pid"])
-        self.guarded = bool(hello.get("guarded"))   # the agent cannot reach the server through /proc
+        frame = self._read_frame()
+        try:
+            hello = protocol.hello_from_dict(frame)
+        except protocol.FrameError as exc:
+            raise ChannelError(f"the channel server did not start: {frame!r}") from exc
+        if not hello.ready:
+            raise ChannelError(f"the channel server did not start: {frame!r}")
+        self.server_pid = hello.pid
+        self.guarded = hello.guarded   # the agent cannot reach the server through /proc
 
-    def request(self, payload: dict[str, Any], timeout: float | None = 30.0) -> dict[str, Any]:
-        """Send one request and wait for its answer.
+    def call(self, request: protocol.Request, timeout: float | None = 30.0) -> protocol.Answer | protocol.RemoteError:
+        """Send one typed request and wait for its typed answer, or the error the operation raised.
 
         Raises:
             ChannelClosed: the server died or the answer did not come within `timeout` seconds.
+            ChannelError: the answer is not the shape of the protocol's answer to `request`.
         """
-        body = json.dumps(payload).encode()
+        answer = self.request(protocol.request_to_dict(request), timeout)
+        try:
+            return protocol.answer_from_dict(protocol.OPS[type(request)], answer)
+        except (protocol.FrameError, TypeError, ValueError) as exc:
+            raise ChannelError(f"the channel server answered a {type(request).__name__} with a frame "
+                               f"the protocol does not allow: {exc}") from exc
+
+    def request(self, payload: dict[str, Any], timeout: float | None = 30.0) -> dict[str, Any]:
+        """Send one request, given as the dict of its frame (`{"op": ..., <fields>}`), and wait for its
+        answer's dict (see `sandbox/_protocol.py`; `call` does the same with typed values).
+
+        Raises:
+            ChannelError: `payload` is not a request of the protocol (nothing was sent).
+            ChannelClosed: the server died or the answer did not come within `timeout` seconds.
+        """
+        try:
+            protocol.check_request(payload)
+        except protocol.FrameError as exc:
+            raise ChannelError(f"not a channel request: {exc}") from exc
+        frame = protocol.encode_frame(payload)
         with self._lock:
             if self._broken:
                 raise ChannelClosed(f"the exec channel failed earlier ({self._broken}); an answer may still be "
                                     "on its way, so it is not used again: call restart_channel()")
             try:
                 self._sock.settimeout(timeout)
-                self._sock.sendall(struct.pack(">I", len(body)) + body)
+                self._sock.sendall(frame)
                 return self._read_frame()
             except (OSError, socket.timeout) as exc:
                 self._broken = f"{type(exc).__name__}: {exc}"
@@ -84,17 +108,18 @@ class Channel:
         return f"; the server's last words: {text}" if text else ""
 
     def _read_frame(self) -> dict[str, Any]:
-        while len(self._stdout) < 4:
+        header = protocol.HEADER.size
+        while len(self._stdout) < header:
             self._read_multiplexed()
-        (size,) = struct.unpack(">I", self._stdout[:4])
-        if size > MAX_FRAME:
-            raise ChannelClosed(f"the exec channel sent a frame of {size} bytes (over {MAX_FRAME}); "
-                                "it is out of sync and must be restarted")
-        while len(self._stdout) < 4 + size:
+        try:
+            size = protocol.frame_size(bytes(self._stdout[:header]))
+        except protocol.FrameError as exc:
+            raise ChannelClosed(f"the exec channel is out of sync and must be restarted: {exc}") from exc
+        while len(self._stdout) < header + size:
             self._read_multiplexed()
-        body = bytes(self._stdout[4:4 + size])
-        del self._stdout[:4 + size]
-        return json.loads(body)
+        body = bytes(self._stdout[header:header + size])
+        del self._stdout[:header + size]
+        return protocol.decode_body(body)
 
     def _read_multiplexed(self) -> None:
         header = self._recv_exact(8)

@@ -33,7 +33,8 @@ from sandbox.errors import ImageError
 
 Progress = Callable[[str], None]
 
-IMAGE_DIR = Path(__file__).parent / "image"
+CONTEXT_DIR = Path(__file__).parent   # the build context: the Dockerfiles and the channel server's files
+IMAGE_DIR = CONTEXT_DIR / "image"
 REPOSITORY = "harness-sandbox"
 BASE_REPOSITORY = "harness-base"
 HASH_LABEL = "harness.image.hash"
@@ -83,10 +84,16 @@ def apt_mirror(sources: Path = Path("/etc/apt")) -> str:
                      "(e.g. 'deb http://<your mirror>/debian bookworm main') or build with --base registry")
 
 
+def server_files() -> list[Path]:
+    """The files the image ships for the channel server: the protocol module and the server package."""
+    return [CONTEXT_DIR / "_protocol.py", *sorted((CONTEXT_DIR / "server").glob("*.py"))]
+
+
 def inputs_hash(python: str, mode: str) -> str:
     h = hashlib.sha256(f"{python}\n{mode}\n{' '.join(DEBIAN_PACKAGES)}\n".encode())
-    for name in ("Dockerfile" if mode == "registry" else "Dockerfile.offline", "channel_server.py"):
-        h.update((IMAGE_DIR / name).read_bytes())
+    for path in [IMAGE_DIR / ("Dockerfile" if mode == "registry" else "Dockerfile.offline"), *server_files()]:
+        h.update(f"{path.relative_to(CONTEXT_DIR)}\n".encode())
+        h.update(path.read_bytes())
     return h.hexdigest()[:12]
 
 
@@ -215,8 +222,8 @@ def _docker_build(client: docker.DockerClient, dockerfile: str, tag: str, builda
                   progress: Progress, network: bool) -> None:
     progress(f"docker build {dockerfile} -> {tag}")
     version = tag.partition(":")[2]
-    build_context(client, IMAGE_DIR, tag, labels={HASH_LABEL: version.rsplit("-", 1)[-1]}, progress=progress,
-                  dockerfile=dockerfile, buildargs=buildargs, network=network)
+    build_context(client, CONTEXT_DIR, tag, labels={HASH_LABEL: version.rsplit("-", 1)[-1]}, progress=progress,
+                  dockerfile=f"image/{dockerfile}", buildargs=buildargs, network=network)
 
 
 def build_context(client: docker.DockerClient, context: Path, tag: str, *, labels: dict[str, str],

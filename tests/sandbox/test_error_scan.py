@@ -1,36 +1,23 @@
 """The channel's error-line scan: every line the error pattern matches is found, fast, in any flood.
 
-These drive the scan code of `sandbox/image/channel_server.py` directly (it is pure Python); the
+These drive the channel server's `sandbox/server/capture.py` directly (it is pure Python); the
 end-to-end path through a container is covered in test_output.py.
 """
 
 from __future__ import annotations
 
-import base64
-import importlib.util
 import re
 import time
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from harness.tools.truncation import ERROR_PATTERN
-
-SERVER = Path(__file__).resolve().parents[2] / "sandbox" / "image" / "channel_server.py"
-
-
-@pytest.fixture(scope="module")
-def server() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("channel_server_under_test", SERVER)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from sandbox._protocol import StreamAnswer
+from sandbox.server.capture import Capture, pattern_keywords
 
 
-def _scan(server: ModuleType, data: bytes, pattern: str = ERROR_PATTERN, chunk: int = 65536) -> dict:
-    cap = server.Capture(32768, 32768, None, 0, re.compile(pattern.encode(), re.MULTILINE), 50)
+def _scan(data: bytes, pattern: str = ERROR_PATTERN, chunk: int = 65536) -> StreamAnswer:
+    cap = Capture(32768, 32768, None, 0, re.compile(pattern.encode(), re.MULTILINE), 50)
     for i in range(0, len(data), chunk):
         cap.feed(data[i:i + chunk])
     return cap.finish(False)
@@ -45,34 +32,34 @@ MATCHING = ["ERROR: something", "Traceback (most recent call last):", "test_x FA
 
 
 @pytest.mark.parametrize("line", MATCHING)
-def test_every_kind_of_error_line_is_found_inside_a_flood(server: ModuleType, line: str) -> None:
+def test_every_kind_of_error_line_is_found_inside_a_flood(line: str) -> None:
     assert re.search(ERROR_PATTERN, line, re.MULTILINE), line      # the pattern itself matches it
     filler = b"harmless output line\n" * 20000
-    got = _scan(server, filler + line.encode() + b"\n" + filler)
-    assert got["error_lines_total"] == 1
-    number, text = got["error_lines"][0]
-    assert number == 20001 and base64.b64decode(text).decode() == line
+    got = _scan(filler + line.encode() + b"\n" + filler)
+    assert got.error_lines_total == 1
+    number, text = got.error_lines[0]
+    assert number == 20001 and text.decode() == line
 
 
-def test_lines_without_error_words_are_not_reported(server: ModuleType) -> None:
-    got = _scan(server, b"all good\nEverything passed\nexit early\n" * 1000)
-    assert got["error_lines_total"] == 0 and got["total_lines"] == 3000
+def test_lines_without_error_words_are_not_reported() -> None:
+    got = _scan(b"all good\nEverything passed\nexit early\n" * 1000)
+    assert got.error_lines_total == 0 and got.total_lines == 3000
 
 
-def test_a_pattern_without_the_word_list_still_scans_everything(server: ModuleType) -> None:
-    got = _scan(server, b"fine\n" * 100 + b"custom-marker here\n", pattern=r"custom-marker")
-    assert got["error_lines_total"] == 1 and got["error_lines"][0][0] == 101
+def test_a_pattern_without_the_word_list_still_scans_everything() -> None:
+    got = _scan(b"fine\n" * 100 + b"custom-marker here\n", pattern=r"custom-marker")
+    assert got.error_lines_total == 1 and got.error_lines[0][0] == 101
 
 
-def test_scanning_a_flood_without_errors_is_fast(server: ModuleType) -> None:
+def test_scanning_a_flood_without_errors_is_fast() -> None:
     data = b"harness benchmark line\n" * 500_000          # 11 MiB
     started = time.perf_counter()
-    got = _scan(server, data)
+    got = _scan(data)
     elapsed = time.perf_counter() - started
-    assert got["total_lines"] == 500_000 and got["error_lines_total"] == 0
+    assert got.total_lines == 500_000 and got.error_lines_total == 0
     assert elapsed < 5, f"{elapsed:.1f}s for 11 MiB"        # generous: bench/bench_sandbox.py measures it
 
 
-def test_the_word_list_is_read_from_the_pattern(server: ModuleType) -> None:
-    assert server._keywords(b"(?i)(?#any-of:error|^e)(x)") == [b"error", b"\ne"]
-    assert server._keywords(b"plain") is None
+def test_the_word_list_is_read_from_the_pattern() -> None:
+    assert pattern_keywords(b"(?i)(?#any-of:error|^e)(x)") == [b"error", b"\ne"]
+    assert pattern_keywords(b"plain") is None

@@ -72,7 +72,7 @@ def test_root_filesystem_is_read_only_and_workspace_is_writable(shared_box: Dock
     got = probe_json(shared_box, """
         import json
         out = {}
-        for path in ("/etc/harness-probe", "/usr/local/bin/x", "/opt/harness/channel_server.py",
+        for path in ("/etc/harness-probe", "/usr/local/bin/x", "/opt/harness/channel/__main__.py",
                      "/workspace/probe.txt", "/tmp/probe.txt", "/home/agent/probe.txt"):
             try:
                 with open(path, "w") as f:
@@ -84,7 +84,7 @@ def test_root_filesystem_is_read_only_and_workspace_is_writable(shared_box: Dock
     """)
     assert got["/etc/harness-probe"] == errno.EROFS
     assert got["/usr/local/bin/x"] == errno.EROFS
-    assert got["/opt/harness/channel_server.py"] in (errno.EROFS, errno.EACCES)
+    assert got["/opt/harness/channel/__main__.py"] in (errno.EROFS, errno.EACCES)
     assert got["/workspace/probe.txt"] == 0
     assert got["/tmp/probe.txt"] == 0
     assert got["/home/agent/probe.txt"] == 0

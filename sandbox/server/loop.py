@@ -1,0 +1,142 @@
+"""The `exec` operation: start the command, read both its pipes until they close (the read loop),
+enforce the timeout (SIGTERM to the group, SIGKILL after the grace period), then sweep leftovers."""
+
+from __future__ import annotations
+
+import os
+import re
+import selectors
+import signal
+import subprocess
+import time
+
+from sandbox._protocol import ExecAnswer, ExecRequest, SpawnFailed
+from sandbox.server.capture import Capture
+from sandbox.server.processes import Sweep, WaitingShell, spawn
+
+CHUNK = 1 << 16
+
+
+def run_command(req: ExecRequest, number: int, sweep: Sweep, shell: WaitingShell) -> ExecAnswer | SpawnFailed:
+    """Run `req.command` (the session's command `number`) and answer with its bounded output."""
+    out_dir = req.output_dir
+    if out_dir:
+        try:
+            os.makedirs(out_dir, exist_ok=True)
+        except OSError:
+            out_dir = None   # the agent removed or replaced it: run the command without saving
+    error_re = re.compile(req.error_pattern.encode(), re.MULTILINE) if req.error_pattern else None
+    caps = [Capture(req.head_bytes, req.tail_bytes, f"{out_dir}/cmd-{number}.{name}.txt" if out_dir else None,
+                    req.save_bytes, error_re, req.error_lines, (int(req.save_over_bytes), int(req.save_over_lines)))
+            for name in ("stdout", "stderr")]
+    env, cwd = req.env or {}, req.cwd
+    sweep.killed = set()
+    sweep.clean = False
+    started = time.monotonic()
+    try:
+        proc = shell.take(req.command, env, cwd) or spawn(["/bin/bash", "-c", req.command], env, cwd)
+    except OSError as exc:
+        for c in caps:
+            c.finish(False)
+        return SpawnFailed(f"{type(exc).__name__}: {exc}")
+    shell.want_like(env, cwd)
+    try:
+        timed_out = _pump(proc, caps, float(req.timeout), float(req.grace), sweep)
+    finally:
+        if proc.poll() is None:   # only when reading failed: never leave the command running
+            _terminate_group(proc, 0, sweep)
+    code = proc.wait()
+    duration = time.monotonic() - started
+    sweep.kill_leftovers()
+    return ExecAnswer(exit_code=128 - code if code < 0 else code, duration=duration, timed_out=timed_out,
+                      killed_leftovers=len(sweep.killed), stdout=caps[0].finish(req.save),
+                      stderr=caps[1].finish(req.save))
+
+
+def _pidfd(pid: int) -> int | None:
+    """A file descriptor that becomes readable when `pid` exits (Linux 5.3+), or None."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _pump(proc: subprocess.Popen[bytes], caps: list[Capture], timeout: float, grace: float, sweep: Sweep) -> bool:
+    """Read both pipes until they close; returns whether the command timed out."""
+    assert proc.stdout is not None and proc.stderr is not None
+    sel = selectors.DefaultSelector()
+    for stream, cap in zip((proc.stdout, proc.stderr), caps):
+        os.set_blocking(stream.fileno(), False)
+        sel.register(stream.fileno(), selectors.EVENT_READ, cap)
+    pidfd = watching = _pidfd(proc.pid)
+    if pidfd is not None:
+        sel.register(pidfd, selectors.EVENT_READ, None)   # readable once bash has exited
+    deadline = time.monotonic() + timeout
+    hard_deadline = None
+    timed_out = False
+    while len(sel.get_map()) > (1 if watching is not None else 0):
+        now = time.monotonic()
+        if hard_deadline is None and proc.poll() is not None:
+            hard_deadline = now + 0.1   # bash is gone; whatever still holds the pipes is a leftover
+        if not timed_out and now >= deadline:
+            timed_out = True
+            _terminate_group(proc, grace, sweep)
+            hard_deadline = time.monotonic() + 0.5
+        if hard_deadline is not None and now >= hard_deadline:
+            _drain(sel, sweep)
+            break
+        limit = deadline if hard_deadline is None else hard_deadline
+        wait = min(limit - now, 0.5 if watching is not None else 0.02)
+        for key, _ in sel.select(max(0.0, wait)):
+            if key.data is None:
+                sel.unregister(key.fd)
+                watching = None
+                continue
+            try:
+                data = os.read(key.fd, CHUNK)
+            except BlockingIOError:
+                continue
+            if data:
+                key.data.feed(data)
+            else:
+                sel.unregister(key.fd)
+    sel.close()
+    if pidfd is not None:
+        os.close(pidfd)
+    proc.stdout.close()
+    proc.stderr.close()
+    if not timed_out and proc.poll() is None:
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _terminate_group(proc, grace, sweep)
+    return timed_out
+
+
+def _drain(sel: selectors.BaseSelector, sweep: Sweep) -> None:
+    sweep.kill_leftovers()
+    for key in list(sel.get_map().values()):
+        while key.data is not None:
+            try:
+                data = os.read(key.fd, CHUNK)
+            except (BlockingIOError, OSError):
+                break
+            if not data:
+                break
+            key.data.feed(data)
+
+
+def _terminate_group(proc: subprocess.Popen[bytes], grace: float, sweep: Sweep) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except OSError:
+        pass
+    end = time.monotonic() + grace
+    while time.monotonic() < end and proc.poll() is None:
+        time.sleep(0.01)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    sweep.kill_leftovers()

@@ -1,0 +1,239 @@
+"""The processes a command leaves behind, and the bash started ahead for the next command.
+
+`Sweep.kill_leftovers` kills every process the command left behind (daemons, setsid'd children,
+SIGTERM-ignoring loops, threads whose main thread exited) until a pass over /proc proves none is
+left. `WaitingShell` starts one bash ahead for the next command, and only after such a proof.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+
+COMMAND_OOM_SCORE_ADJ = 500
+SPARE_PRELUDE = ('IFS= read -r -d "" __harness_cmd <&{fd}; exec {fd}<&-; BASH_EXECUTION_STRING=$__harness_cmd; '
+                 'eval "unset __harness_cmd; : /bin/bash; $__harness_cmd"')   # `$_` as after bash -c
+SPARE_MAX_COMMAND = 16384   # bash reads a pipe one byte at a time: longer commands get a fresh bash
+SWEEP_SECONDS = 2.0         # passes over /proc before the leftover sweep falls back to kill(-1)
+
+
+def spawn(argv: Sequence[str], env: Mapping[str, str], cwd: str,
+          pass_fds: tuple[int, ...] = ()) -> subprocess.Popen[bytes]:
+    """bash in its own session and process group, stdin on /dev/null, output on two pipes."""
+    proc = subprocess.Popen(list(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True, close_fds=True, pass_fds=pass_fds)
+    try:   # under memory pressure the kernel kills the command's processes before the channel
+        with open(f"/proc/{proc.pid}/oom_score_adj", "w") as f:
+            f.write(str(COMMAND_OOM_SCORE_ADJ))
+    except OSError:
+        pass
+    return proc
+
+
+def _stat(path: str) -> list[bytes] | None:
+    """The fields of a /proc stat file after the command name (the state first), or None if it is gone."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return data[data.rfind(b")") + 2:].split()
+
+
+def _lives(pid: int, state: bytes) -> bool:
+    """Whether a thread of process `pid` lives. A leader in state Z may still have threads; threads
+    other than the leader leave /proc/<pid>/task as they exit, so any other entry there is one that
+    lived when listed (killing it again costs nothing)."""
+    if state not in (b"Z", b"X"):
+        return True
+    try:
+        return os.listdir(f"/proc/{pid}/task") not in ([], [str(pid)])
+    except OSError:
+        return False
+
+
+class Sweep:
+    """The leftover sweep.
+
+    A leftover is any process the server may signal (kill(pid, 0) succeeds: the agent's user, whatever
+    a process does to its /proc files) that is not the server, the waiting bash, one of the processes
+    found at start, or started from outside the container (ppid 0). It is killed while any of its
+    threads lives: a main thread that left with a raw exit() (not exit_group) shows Z while the other
+    threads go on. A zombie whose threads are all gone is harmless and is left to its parent or to
+    init to reap. A pass over /proc that finds no leftover proves none is left only if it saw the
+    whole picture (see `_leftovers`).
+    """
+
+    def __init__(self) -> None:
+        self.me = os.getpid()
+        # Killing "every other process of this user" is only right inside a sandbox; never on a host.
+        self.contained = os.path.exists("/.dockerenv") and os.getuid() != 0
+        self.initial = self._initial_processes()
+        self.protected = {self.me}   # and the waiting bash: children keep their pid until reaped
+        self.killed: set[int] = set()   # leftovers killed during the current command
+        self.clean = False         # the last sweep found no leftover, and no command ran since
+        self.zombies: set[tuple[int, int]] = set()  # (pid, start time) of the agent's zombies the last pass saw
+
+    def _processes(self) -> dict[int, tuple[int, bytes, int]]:
+        """pid -> (ppid, state, start time) of every process in /proc."""
+        procs = {}
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                fields = _stat(f"/proc/{name}/stat")
+                if fields is not None:
+                    procs[int(name)] = (int(fields[1]), fields[0], int(fields[19]))
+        return procs
+
+    def _initial_processes(self) -> set[tuple[int, int]]:
+        """(pid, start time) of pid 1, the container's main process and processes started from outside.
+
+        The main process is pid 1's oldest child; pid 1's other children are orphans of an earlier
+        channel's commands (a channel that died), which are leftovers like any other. The start time
+        is part of the key: a pid freed and handed to an agent's process is not protected.
+        """
+        procs = self._processes()
+        keep = {(pid, info[2]) for pid, info in procs.items() if pid == 1 or info[0] == 0}
+        children = sorted((info[2], pid) for pid, info in procs.items() if info[0] == 1)
+        if children:
+            start, pid = children[0]
+            keep.add((pid, start))
+        return keep
+
+    def _leftovers(self) -> tuple[list[int], bool]:
+        """The leftovers one pass over /proc finds, and whether the pass was conclusive.
+
+        A process that forks and exits in a chain always lives under a pid newer than the listing of
+        /proc; what the listing holds of it is a member that was gone, or a fresh zombie, by the time
+        the pass looked. So a pass is conclusive only when no listed process vanished and every zombie
+        of the agent's it saw was a zombie in the previous pass too.
+        """
+        found, conclusive, zombies = [], True, set()
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            pid, fields = int(name), _stat(f"/proc/{name}/stat")
+            if fields is None:
+                conclusive = False
+                continue
+            ppid, state, start = int(fields[1]), fields[0], int(fields[19])
+            if ppid == 0 or pid in self.protected or (pid, start) in self.initial:
+                continue
+            try:
+                os.kill(pid, 0)
+            except OSError as exc:
+                conclusive = conclusive and exc.errno == errno.EPERM   # another user's; ESRCH: gone
+                continue
+            if _lives(pid, state):
+                found.append(pid)
+            else:
+                zombies.add((pid, start))
+        conclusive = conclusive and zombies <= self.zombies
+        self.zombies = zombies
+        return found, conclusive
+
+    def kill_leftovers(self) -> bool:
+        """SIGKILL every leftover until a pass over /proc finds none; returns whether none is left.
+
+        A process forking in a loop can outrun the passes; after SWEEP_SECONDS the server kills every
+        process it may signal at once with kill(-1, SIGKILL), which the kernel makes atomic against
+        fork (processes started from outside the container are then killed too).
+        """
+        self.clean = False
+        if not self.contained:
+            return False
+        deadline, escalated = time.monotonic() + SWEEP_SECONDS, False
+        while True:
+            found, conclusive = self._leftovers()
+            if not found and conclusive:
+                self.clean = True
+                return True
+            for pid in found:
+                try:
+                    os.kill(pid, signal.SIGKILL)   # the whole thread group, a Z leader's included
+                    self.killed.add(pid)
+                except OSError:
+                    pass
+            if time.monotonic() > deadline:
+                if escalated:
+                    return False
+                escalated, deadline = True, time.monotonic() + SWEEP_SECONDS
+                try:
+                    os.kill(-1, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.002)
+
+
+def _env_key(env: Mapping[str, str], cwd: str) -> str:
+    return json.dumps([cwd, env], sort_keys=True)
+
+
+class WaitingShell:
+    """A bash started ahead of time.
+
+    Starting bash costs a few milliseconds, most of a trivial command's round trip. After each
+    answer is sent, a bash for the next command is started and left waiting on a pipe for its
+    command text; it then runs it exactly as `bash -c` would (same env, cwd, process group, stdin).
+    The waiting bash runs as the agent's user and is dumpable (exec makes it so): any process of that
+    user could open /proc/<it>/fd/N and write into its command pipe (text run by the next command)
+    or its stdout (text in the next answer), or ptrace it. So it is started only when the sweep after
+    the last command found no leftover (`Sweep.clean`); until the next command no process of the
+    agent exists, since only this server starts them. (Processes started from outside the container,
+    ppid 0, such as an operator's `docker exec -u agent`, are not the agent's and could reach it.)
+    """
+
+    def __init__(self, sweep: Sweep) -> None:
+        self.sweep = sweep
+        self.spare: tuple[subprocess.Popen[bytes], int, str] | None = None  # bash, its command pipe, env key
+        self.wanted: tuple[Mapping[str, str], str] | None = None  # (env, cwd) of the last command
+
+    def want_like(self, env: Mapping[str, str], cwd: str) -> None:
+        self.wanted = (env, cwd)
+
+    def start(self) -> None:
+        if self.wanted is None or self.spare is not None or not self.sweep.clean:
+            return
+        env, cwd = self.wanted
+        self.wanted = None
+        read_end, write_end = os.pipe()
+        try:
+            proc = spawn(["/bin/bash", "-c", SPARE_PRELUDE.format(fd=read_end)], env, cwd, (read_end,))
+        except OSError:
+            os.close(write_end)
+            return
+        finally:
+            os.close(read_end)
+        self.sweep.protected.add(proc.pid)
+        self.spare = (proc, write_end, _env_key(env, cwd))
+
+    def take(self, command: str, env: Mapping[str, str], cwd: str) -> subprocess.Popen[bytes] | None:
+        """The waiting bash, now running `command`; None when it does not fit (then start a new one)."""
+        if self.spare is None:
+            return None
+        proc, write_end, key = self.spare
+        self.spare = None
+        self.sweep.protected.discard(proc.pid)
+        data = command.encode("utf-8", "surrogateescape")
+        # SIGPIPE is fatal to the server (see serve.main): if the waiting bash was killed (from outside,
+        # or by the OOM killer), the write must fail with EPIPE instead
+        pipe_action = signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        try:
+            if key == _env_key(env, cwd) and len(data) <= SPARE_MAX_COMMAND and b"\0" not in data:
+                os.write(write_end, data)
+                return proc
+        except OSError:
+            pass   # it died while waiting
+        finally:
+            signal.signal(signal.SIGPIPE, pipe_action)
+            os.close(write_end)
+        proc.kill()
+        proc.wait()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+        return None
