@@ -1,7 +1,8 @@
 """The narrow interface the rest of the world uses to talk to a sandbox.
 
-`Sandbox` is a Protocol so that other implementations (a remote runtime, a test double for a
-pure-logic unit test) can plug in; `sandbox.docker_sandbox.DockerSandbox` is the real one.
+`Sandbox` is a Protocol so that other implementations can plug in. `sandbox.docker_sandbox.DockerSandbox`
+is the real one (a container from `sandbox/deployment/`, driven by `sandbox/runtime/channel.py`);
+`sandbox.runtime.local.LocalRuntime` is a directory-backed double that only tests use (no isolation).
 """
 
 from __future__ import annotations

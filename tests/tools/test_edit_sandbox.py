@@ -1,4 +1,4 @@
-"""`edit` and `write` through a real sandbox: compare-and-swap, idempotency keys, lint gate."""
+"""`edit` and `write` on the test double: compare-and-swap, idempotency keys, lint gate, the file lock."""
 
 from __future__ import annotations
 

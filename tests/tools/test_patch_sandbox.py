@@ -1,6 +1,9 @@
-"""`apply_patch` through a real sandbox: several files, all or nothing, create and delete."""
+"""`apply_patch`: several files, all or nothing, create and delete; on the test double, except where a
+file permission must hold (a real sandbox: the tests may run as root)."""
 
 from __future__ import annotations
+
+import pytest
 
 from tests.tools.helpers import Agent
 
@@ -38,7 +41,9 @@ def test_hunk_mismatch_in_one_file_leaves_every_file_unchanged(agent: Agent) -> 
     assert "return 100" in agent.content(pa) and "return 3" in agent.content(pb)
 
 
-def test_failed_write_midway_rolls_back_the_files_already_written(agent: Agent) -> None:
+@pytest.mark.docker
+def test_failed_write_midway_rolls_back_the_files_already_written(docker_agent: Agent) -> None:
+    agent = docker_agent
     pa, pb = _two_files(agent)
     locked = agent.put("locked/c.py", "C = 1\n")
     agent.ok("view", path=locked)

@@ -1,8 +1,11 @@
-"""`view`, `search` and `find_code` through a real sandbox, and path escapes refused."""
+"""`view`, `search` and `find_code` on the test double; path escapes and the shell's saved outputs in a
+real sandbox (on the double, a path out of the workspace would be the host's own)."""
 
 from __future__ import annotations
 
 import re
+
+import pytest
 
 from tests.tools.helpers import Agent
 
@@ -29,7 +32,9 @@ def test_view_of_a_directory_lists_it_and_a_missing_file_is_an_error(agent: Agen
         f"'{agent.folder}/nope.py' does not exist")
 
 
-def test_paths_leaving_the_workspace_are_refused_and_inside_links_work(agent: Agent) -> None:
+@pytest.mark.docker
+def test_paths_leaving_the_workspace_are_refused_and_inside_links_work(docker_agent: Agent) -> None:
+    agent = docker_agent
     agent.put("real.py", "R = 1\n")
     agent.ok("bash", command=f"cd {agent.folder} && ln -s /etc etc_link && ln -s real.py alias.py")
     assert "contains '..'" in agent.error("view", path=f"{agent.folder}/../../etc/passwd")
@@ -44,7 +49,9 @@ def test_paths_leaving_the_workspace_are_refused_and_inside_links_work(agent: Ag
     assert agent.content(f"{agent.folder}/real.py") == "R = 2\n"
 
 
-def test_saved_shell_output_can_be_viewed(agent: Agent) -> None:
+@pytest.mark.docker
+def test_saved_shell_output_can_be_viewed(docker_agent: Agent) -> None:
+    agent = docker_agent
     out = agent.ok("view", path="/tmp/harness/output")
     assert "is a directory" in out
 
@@ -101,7 +108,9 @@ def test_search_in_a_single_file_names_the_file(agent: Agent) -> None:
     assert agent.ok("search", pattern="beta", path=path) == f"1 match in 1 file for 'beta' in '{path}':\n{path}:2: beta = 2"
 
 
-def test_truncated_shell_output_can_be_paged_with_view_and_search(agent: Agent) -> None:
+@pytest.mark.docker
+def test_truncated_shell_output_can_be_paged_with_view_and_search(docker_agent: Agent) -> None:
+    agent = docker_agent
     out = agent.ok("bash", command="seq 1 20000")
     match = re.search(r'view\(path="(/tmp/harness/output/[^"]+)", line=(\d+)\)', out)
     assert match, out
