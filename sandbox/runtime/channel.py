@@ -9,7 +9,7 @@ into the exceptions the `Sandbox` protocol promises.
 from __future__ import annotations
 
 import base64
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 from sandbox.api import OUTPUT_DIR, WORKDIR, ExecResult, FileData, StreamCapture, WriteOutcome
 from sandbox.channel import Channel
@@ -129,7 +129,7 @@ BUILTIN_ERRORS: dict[str, type[OSError]] = {
 """The server's OSErrors raised again on the host as the same built-in type (others: SandboxError)."""
 
 
-def raise_remote(err: dict[str, Any], payload: dict[str, Any]) -> None:
+def raise_remote(err: dict[str, Any], payload: dict[str, Any]) -> NoReturn:
     """Raise the server's error: a file error as its built-in type, anything else as SandboxError."""
     kind, message = err.get("type", "Error"), err.get("message", "unknown error")
     where = payload.get("path") or payload.get("src") or payload.get("dest") or ""
