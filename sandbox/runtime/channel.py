@@ -1,20 +1,22 @@
 """What runs inside a sandbox, over its exec channel: commands, file reads and writes, tar in and out.
 
 The runtime knows nothing of how the container was made (`sandbox/deployment/`); it is given a way
-to open a channel and the environment every command starts from. Requests are the channel's current
-dict payloads; answers are turned into the typed results of `sandbox.api`, and the server's errors
-into the exceptions the `Sandbox` protocol promises.
+to open a channel and the environment every command starts from. It speaks the channel's typed
+protocol (`sandbox/_protocol.py`): requests and answers are its NamedTuples, turned here into the
+results of `sandbox.api`, and the server's errors into the exceptions the `Sandbox` protocol promises.
 """
 
 from __future__ import annotations
 
-import base64
-from typing import Any, Callable, NoReturn
+from typing import Callable, NoReturn, TypeVar
 
+from sandbox import _protocol as protocol
 from sandbox.api import OUTPUT_DIR, WORKDIR, ExecResult, FileData, StreamCapture, WriteOutcome
 from sandbox.channel import Channel
-from sandbox.errors import ChannelClosed, CopyError, SandboxError
+from sandbox.errors import ChannelClosed, ChannelError, CopyError, SandboxError
 from sandbox.text import safe_text
+
+A = TypeVar("A")
 
 
 class ChannelRuntime:
@@ -39,8 +41,8 @@ class ChannelRuntime:
             self.channel = None
         self.channel = self._connect()
         if old_pid is not None:
-            self.channel.request({"op": "exec", "command": f"kill -KILL {old_pid} 2>/dev/null", "timeout": 10,
-                                  "env": self.env})
+            self.channel.call(protocol.ExecRequest(command=f"kill -KILL {old_pid} 2>/dev/null", timeout=10,
+                                                   env=self.env))
 
     def close(self) -> None:
         if self.channel is not None:
@@ -57,29 +59,28 @@ class ChannelRuntime:
             ChannelClosed: the channel died or stopped answering.
             SandboxError: bash could not be started.
         """
-        answer = self._request({"op": "exec", "command": command, "timeout": timeout, "cwd": cwd,
-                                "env": {**self.env, **(env or {})}, "error_pattern": error_pattern,
-                                "save": save_output, "output_dir": OUTPUT_DIR, "head_bytes": head_bytes,
-                                "tail_bytes": tail_bytes, "save_over_bytes": save_over[0],
-                                "save_over_lines": save_over[1]}, timeout=timeout + 30)
-        if "spawn_error" in answer:
-            raise SandboxError(f"could not start bash in the sandbox: {answer['spawn_error']}")
-        return ExecResult(command=command, exit_code=int(answer["exit_code"]), duration=float(answer["duration"]),
-                          timed_out=bool(answer["timed_out"]), stdout=_capture(answer["stdout"]),
-                          stderr=_capture(answer["stderr"]), killed_leftovers=int(answer["killed_leftovers"]))
+        request = protocol.ExecRequest(command=command, timeout=timeout, cwd=cwd, env={**self.env, **(env or {})},
+                                       error_pattern=error_pattern, save=save_output, output_dir=OUTPUT_DIR,
+                                       head_bytes=head_bytes, tail_bytes=tail_bytes,
+                                       save_over_bytes=save_over[0], save_over_lines=save_over[1])
+        answer = self._call(request, "", timeout=timeout + 30)
+        if isinstance(answer, protocol.SpawnFailed):
+            raise SandboxError(f"could not start bash in the sandbox: {answer.spawn_error}")
+        a = _expect(answer, protocol.ExecAnswer)
+        return ExecResult(command=command, exit_code=a.exit_code, duration=a.duration, timed_out=a.timed_out,
+                          stdout=_capture(a.stdout), stderr=_capture(a.stderr), killed_leftovers=a.killed_leftovers)
 
     def read_file(self, path: str, max_bytes: int | None = None) -> FileData:
         """See `Sandbox.read_file`."""
-        a = self._request({"op": "read", "path": path, "max_bytes": max_bytes})
-        return FileData(path=path, realpath=a["realpath"], data=base64.b64decode(a["data"]), sha256=a["sha256"],
-                        size=int(a["size"]))
+        a = _expect(self._call(protocol.ReadRequest(path=path, max_bytes=max_bytes), path), protocol.ReadAnswer)
+        return FileData(path=path, realpath=a.realpath, data=a.data, sha256=a.sha256, size=a.size)
 
     def write_file(self, path: str, data: bytes, *, expect_sha256: str | None = None,
                    mode: int | None = None) -> WriteOutcome:
         """See `Sandbox.write_file`."""
-        a = self._request({"op": "write", "path": path, "data": base64.b64encode(data).decode(),
-                           "expect_sha256": expect_sha256, "mode": mode})
-        return WriteOutcome(written=bool(a["written"]), sha256=a["sha256"], conflict=bool(a["conflict"]))
+        request = protocol.WriteRequest(path=path, data=data, expect_sha256=expect_sha256, mode=mode)
+        a = _expect(self._call(request, path), protocol.WriteAnswer)
+        return WriteOutcome(written=a.written, sha256=a.sha256, conflict=a.conflict)
 
     def put_tar(self, data: bytes, dest: str = WORKDIR) -> None:
         """Unpack a tar archive (regular files, directories, symlinks only) into `dest`.
@@ -88,7 +89,7 @@ class ChannelRuntime:
             SandboxError: the server refused a member (absolute, `..`, another kind).
             ChannelClosed: the channel died.
         """
-        self._request({"op": "put_tar", "dest": dest, "data": base64.b64encode(data).decode()}, timeout=300)
+        _expect(self._call(protocol.PutTarRequest(data=data, dest=dest), dest, timeout=300), protocol.PutTarAnswer)
 
     def get_tar(self, src: str, max_bytes: int, max_files: int, exclude: list[str]) -> bytes:
         """The tree at `src` as an unchecked tar archive (the caller checks its members).
@@ -97,43 +98,41 @@ class ChannelRuntime:
             CopyError: the tree holds more than `max_files` entries or `max_bytes` bytes.
             ChannelClosed: the channel died.
         """
-        a = self._request({"op": "get_tar", "src": src, "max_bytes": max_bytes, "max_files": max_files,
-                           "exclude": exclude}, timeout=300)
-        if a.get("too_large"):
+        request = protocol.GetTarRequest(src=src, max_bytes=max_bytes, max_files=max_files, exclude=tuple(exclude))
+        a = _expect(self._call(request, src, timeout=300), protocol.GetTarAnswer)
+        if a.too_large:
             raise CopyError(f"{src} in the sandbox holds more than the copy limit ({max_files} files or "
                             f"{max_bytes} bytes); nothing was copied")
-        return base64.b64decode(a["data"])
+        return a.data
 
-    def _request(self, payload: dict[str, Any], timeout: float | None = 60.0) -> dict[str, Any]:
+    def _call(self, request: protocol.Request, where: str,
+              timeout: float | None = 60.0) -> protocol.Answer:
         if self.channel is None:
             raise ChannelClosed("the exec channel is not running; call restart_channel()")
-        answer = self.channel.request(payload, timeout)
-        if not answer.get("ok"):
-            raise_remote(answer.get("error") or {}, payload)
+        answer = self.channel.call(request, timeout)
+        if isinstance(answer, protocol.RemoteError):
+            raise_remote(answer, protocol.OPS[type(request)].value, where)
         return answer
 
 
-def _capture(d: dict[str, Any]) -> StreamCapture:
-    lines = tuple((int(n), safe_text(base64.b64decode(t))) for n, t in d["error_lines"])
-    return StreamCapture(head=safe_text(base64.b64decode(d["head"])), tail=safe_text(base64.b64decode(d["tail"])),
-                         total_bytes=int(d["total_bytes"]), total_lines=int(d["total_lines"]),
-                         truncated=bool(d["truncated"]), error_lines=lines,
-                         error_lines_total=int(d["error_lines_total"]), saved_path=d.get("saved_path"),
-                         saved_bytes=int(d.get("saved_bytes", 0)))
+def _expect(answer: protocol.Answer, cls: type[A]) -> A:
+    if not isinstance(answer, cls):
+        raise ChannelError(f"the channel server answered with a {type(answer).__name__} where a "
+                           f"{cls.__name__} was expected; restart the channel")
+    return answer
 
 
-BUILTIN_ERRORS: dict[str, type[OSError]] = {
-    "FileNotFoundError": FileNotFoundError, "IsADirectoryError": IsADirectoryError,
-    "NotADirectoryError": NotADirectoryError, "PermissionError": PermissionError,
-    "FileExistsError": FileExistsError}
-"""The server's OSErrors raised again on the host as the same built-in type (others: SandboxError)."""
+def _capture(s: protocol.StreamAnswer) -> StreamCapture:
+    return StreamCapture(head=safe_text(s.head), tail=safe_text(s.tail), total_bytes=s.total_bytes,
+                         total_lines=s.total_lines, truncated=s.truncated,
+                         error_lines=tuple((e.line, safe_text(e.text)) for e in s.error_lines),
+                         error_lines_total=s.error_lines_total, saved_path=s.saved_path, saved_bytes=s.saved_bytes)
 
 
-def raise_remote(err: dict[str, Any], payload: dict[str, Any]) -> NoReturn:
-    """Raise the server's error: a file error as its built-in type, anything else as SandboxError."""
-    kind, message = err.get("type", "Error"), err.get("message", "unknown error")
-    where = payload.get("path") or payload.get("src") or payload.get("dest") or ""
-    builtin = BUILTIN_ERRORS.get(kind)
+def raise_remote(err: protocol.RemoteError, op: str, where: str) -> NoReturn:
+    """Raise the server's error: a file error as its built-in type (`protocol.OS_ERRORS`), anything
+    else as SandboxError."""
+    builtin = protocol.OS_ERRORS.get(err.type)
     if builtin is not None:
-        raise builtin(err.get("errno") or 0, message, err.get("filename") or where)
-    raise SandboxError(f"{payload.get('op')} {where!r} failed in the sandbox: {kind}: {message}")
+        raise builtin(err.errno or 0, err.message, err.filename or where)
+    raise SandboxError(f"{op} {where!r} failed in the sandbox: {err.type}: {err.message}")

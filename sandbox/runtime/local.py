@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from sandbox import copy as copying
+from sandbox._protocol import RemoteError
 from sandbox.api import OUTPUT_DIR, STATE_DIR, WORKDIR, ExecResult, FileData, StreamCapture, WriteOutcome
 from sandbox.errors import SandboxError
 from sandbox.runtime.channel import raise_remote
@@ -182,9 +183,9 @@ class LocalRuntime:
     # ---- helpers -----------------------------------------------------------------------------
     def _raise(self, exc: OSError, op: str, path: str) -> NoReturn:
         """Raise `exc` as the channel would have: the same type and message, sandbox paths."""
-        raise_remote({"type": type(exc).__name__, "errno": exc.errno, "message": exc.strerror or str(exc),
-                      "filename": self.inside(str(exc.filename)) if exc.filename is not None else None},
-                     {"op": op, "path": path})
+        filename = self.inside(str(exc.filename)) if exc.filename is not None else None
+        raise_remote(RemoteError(type=type(exc).__name__, message=exc.strerror or str(exc), errno=exc.errno,
+                                 filename=filename), op, path)
 
     def _capture(self, data: bytes, save_path: str, save: bool, head_bytes: int, tail_bytes: int,
                  error_pattern: str | None, save_over: tuple[int, int]) -> StreamCapture:
