@@ -7,6 +7,7 @@ agree with the Docker sandbox's exec channel on one scenario run against both.
 
 from __future__ import annotations
 
+import inspect
 import uuid
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,8 @@ from tests.tools.helpers import Agent
 MODULE = "def total(items):\n    return sum(items)\n"
 
 
-def file_scenario(box: Sandbox) -> list[Any]:
-    """Writes with and without `expect_sha256`, reads, modes, links and the errors they raise."""
+def file_scenario(box: Sandbox, out: Path) -> list[Any]:
+    """Writes with and without `expect_sha256`, reads, modes, links, the errors they raise, a copy out."""
     seen: list[Any] = []
     first = box.write_file("cas/a.txt", b"one\n", expect_sha256="")          # only if it does not exist
     seen += [first, box.write_file("cas/a.txt", b"two\n", expect_sha256="")]  # it exists now: conflict
@@ -47,6 +48,8 @@ def file_scenario(box: Sandbox) -> list[Any]:
     result = box.exec("echo out; echo 'Error: bad' >&2; exit 3", error_pattern="Error")
     seen.append((result.exit_code, result.timed_out, result.stdout.text, result.stderr.text,
                  result.stderr.error_lines, result.ok))
+    written = sorted(box.copy_out(out, "/workspace/cas"))
+    seen.append((written, (out / "a.txt").read_bytes(), (out / "link").is_symlink(), (out / "run.sh").stat().st_mode))
     return seen
 
 
@@ -70,7 +73,7 @@ def tool_scenario(box: Sandbox) -> list[str]:
 def test_the_double_and_the_channel_agree_on_writes_reads_and_errors(sandbox: DockerSandbox,
                                                                     project_dir: Path, tmp_path: Path) -> None:
     with LocalRuntime(tmp_path / "local", project_dir=project_dir) as double:
-        assert file_scenario(double) == file_scenario(sandbox)
+        assert file_scenario(double, tmp_path / "out-double") == file_scenario(sandbox, tmp_path / "out-channel")
 
 
 @pytest.mark.docker
@@ -83,9 +86,11 @@ def test_the_double_and_the_channel_agree_on_compare_and_swap_and_idempotent_edi
     assert on_double[2].startswith("already applied (key 'fix-1')") and "changed since you read it" in on_double[4]
 
 
-def test_the_double_satisfies_the_sandbox_protocol(tmp_path: Path) -> None:
+def test_the_double_satisfies_the_sandbox_protocol_with_the_docker_sandboxs_signatures(tmp_path: Path) -> None:
     with LocalRuntime(tmp_path / "local") as double:
         assert isinstance(double, Sandbox)
+    for name in ("exec", "read_file", "write_file", "copy_in", "copy_out", "restart_channel", "close"):
+        assert inspect.signature(getattr(LocalRuntime, name)) == inspect.signature(getattr(DockerSandbox, name)), name
 
 
 def test_sandbox_paths_live_under_the_root_and_commands_see_them_so(tmp_path: Path) -> None:
