@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from platformdirs import user_state_dir
+
 from harness.errors import ConfigError
 from sandbox.api import Limits
 
@@ -20,7 +22,6 @@ ENV_PREFIX = "HARNESS_"
 
 
 def _default_state_dir() -> Path:
-    from platformdirs import user_state_dir
     return Path(user_state_dir("harness"))
 
 

@@ -158,3 +158,41 @@ def test_no_import_cycle_among_harness_modules() -> None:
     found = cycles(import_graph("harness"))
     assert found == [], "import cycles among harness/ modules (each set imports itself back): " + "; ".join(
         " <-> ".join(group) for group in found)
+
+
+LAYERS_NEVER_IMPORT = {
+    # a module under the key imports nothing under these prefixes (each layer points down only)
+    "harness.core": ("harness.tools", "harness.models", "harness.approval", "harness.environments",
+                     "harness.evaluation", "harness.cli", "harness.session", "harness.loop", "harness.workspace"),
+    "harness.environments": ("harness.tools", "harness.models", "harness.approval", "harness.evaluation",
+                             "harness.cli", "harness.session", "harness.loop", "harness.workspace"),
+    "harness.models": ("harness.tools", "harness.approval", "harness.evaluation", "harness.cli",
+                       "harness.session", "harness.loop", "harness.workspace"),
+    "harness.tools": ("harness.approval", "harness.models", "harness.evaluation", "harness.cli",
+                      "harness.session", "harness.loop", "harness.workspace"),
+    "harness.approval": ("harness.evaluation", "harness.cli", "harness.session", "harness.loop"),
+    "harness.loop": ("harness.evaluation", "harness.cli", "harness.session"),
+    "harness.session": ("harness.evaluation", "harness.cli"),
+    "harness.evaluation": ("harness.cli",),
+}
+
+
+def test_each_layer_imports_only_the_layers_below_it() -> None:
+    graph = import_graph("harness")
+    climbing = sorted(f"{module} -> {target}" for module, targets in graph.items()
+                      for layer, forbidden in LAYERS_NEVER_IMPORT.items()
+                      if module == layer or module.startswith(layer + ".")
+                      for target in targets if target.startswith(forbidden))
+    assert climbing == [], "imports that climb a layer: " + "; ".join(climbing)
+
+
+def test_sandbox_never_imports_harness() -> None:
+    found = []
+    for name in module_names("sandbox"):
+        path = ROOT / Path(*name.split("."))
+        path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            found += [f"{name} -> {n}" for n in names if n == "harness" or n.startswith("harness.")]
+    assert found == [], "sandbox/ imports harness: " + "; ".join(found)

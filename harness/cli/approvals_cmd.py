@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.approval.console import describe
-from harness.tools.outbound_preview import gutter, safe_ident, safe_text
 from harness.approval.queue import ApprovalQueue
 from harness.approval.records import STATUSES, DecisionRefused, UnknownRequest
+from harness.approval.web import make_server
 from harness.config import load
 from harness.errors import ApprovalError
+from harness.tools.outbound_preview import gutter, safe_ident, safe_text
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -85,7 +86,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _serve(queue: ApprovalQueue, args: argparse.Namespace, host: str, port: int) -> int:
-    from harness.approval.web import make_server
     server = make_server(queue, args.host or host, port if args.port is None else args.port,
                          args.token, args.allow_host)
     print(f"approvals page: {server.url}", flush=True)

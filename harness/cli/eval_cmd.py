@@ -16,14 +16,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from harness.cli.common import print_safe
 from harness.cli.run_cmd import add_session_options, apply_options
 from harness.config import Config, Secrets, load
+from harness.core.task import Task, find_task_dirs, load_task
 from harness.errors import ConfigError
 from harness.evaluation.instances import Prediction, load_instances, load_predictions
 from harness.evaluation.options import EvalOptions
+from harness.evaluation.progress import LineEvents, LiveEvents, summary_table
+from harness.evaluation.ray_backend import check_address, import_ray
 from harness.evaluation.runner import run_evaluation
-from harness.core.task import Task, find_task_dirs, load_task
 
 EXIT_INFRA = 3
 
@@ -95,7 +99,6 @@ def _run(args: argparse.Namespace) -> int:
 
 def _check_backend(args: argparse.Namespace) -> None:
     if args.backend == "ray":
-        from harness.evaluation.ray_backend import check_address, import_ray
         import_ray()   # fails with the install line before anything is written
         check_address(args.ray_address)
     elif args.ray_address:
@@ -157,9 +160,6 @@ def _default_out(args: argparse.Namespace) -> Path:
 
 def _evaluate(tasks: list[Task], options: EvalOptions, config: Config, secrets: Secrets,
               predictions: dict[str, Prediction] | None, *, quiet: bool) -> dict[str, Any]:
-    from rich.console import Console
-
-    from harness.evaluation.progress import LineEvents, LiveEvents
     console = Console(stderr=True)
     if quiet or not console.is_terminal:
         return run_evaluation(tasks, options, config, secrets, predictions=predictions,
@@ -172,8 +172,6 @@ def _print(report: dict[str, Any], out: Path, as_json: bool) -> None:
     if as_json:
         print(json.dumps(report, indent=2))
         return
-    from rich.console import Console
 
-    from harness.evaluation.progress import summary_table
     Console().print(summary_table(report))
     print_safe(sys.stdout, f"results in {out}/ (report.json, predictions.jsonl, instances/)")

@@ -16,16 +16,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from rich.console import Console
 from rich.text import Text
 
 from harness import checks
-from harness.cli.common import print_safe, safe_line
+from harness.approval.wiring import resolve_mode
+from harness.cli.common import print_safe, safe_line, stderr_progress
 from harness.config import Config, Secrets, load
-from harness.errors import ConfigError, TaskError
 from harness.core.task import Task, load_task
+from harness.errors import ConfigError, TaskError
 from harness.loop import StepEvent
-from harness.models.factory import resolve_auto
-from harness.session import SessionOutcome, run_session
+from harness.models.factory import make_model, resolve_auto
+from harness.session import SessionOutcome, run_session, session_image
 from sandbox.text import escape_ident
 
 STOP_WORDS = {"end": "the agent finished", "cap": "turn limit reached, the agent did not finish",
@@ -154,10 +156,6 @@ def default_out(task: Task) -> Path:
 
 def execute(task: Task, config: Config, secrets: Secrets, out: Path, *, resume_from: Path | None = None) -> SessionOutcome:
     """Make the model, build the images if needed, run the session with live progress on stderr."""
-    from harness.cli.common import stderr_progress
-    from harness.models.factory import make_model
-    from harness.session import session_image
-
     model = make_model(config.model.spec, config, secrets, task=task)
     image = session_image(task, config, progress=stderr_progress("environment"))
     with LiveProgress(task, model.name, spinner=_may_prompt(config) is False) as progress:
@@ -167,7 +165,6 @@ def execute(task: Task, config: Config, secrets: Secrets, out: Path, *, resume_f
 
 def _may_prompt(config: Config) -> bool:
     """Whether an approval prompt may appear on this terminal (then no spinner redraws over it)."""
-    from harness.approval.wiring import resolve_mode
     return resolve_mode(config.approval.mode) == "ask"
 
 
@@ -178,7 +175,6 @@ class LiveProgress:
     hostile (the model picks tool names, a script's file name is the model's name): all shown escaped."""
 
     def __init__(self, task: Task, model: str, spinner: bool = True) -> None:
-        from rich.console import Console
         self.console = Console(stderr=True)
         self.live = self.console.is_terminal
         self.spinner = spinner and self.live

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from harness.cli.common import print_safe
 from harness.core.task import check_task, find_task_dirs, load_task
+from harness.evaluation.instances import export_instances
 
 DEFAULT_DIRS = [Path("tasks")]
 
@@ -72,7 +73,6 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from harness.evaluation.instances import export_instances
     tasks = [load_task(d) for d in find_task_dirs(args.dirs or DEFAULT_DIRS)]
     rows = export_instances(tasks, args.out, args.repos)
     print_safe(sys.stdout, f"wrote {len(rows)} instance(s) to {args.out} and their sources to {args.repos}/; "

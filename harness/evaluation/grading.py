@@ -31,6 +31,7 @@ from harness.core.sources import GIT_APPLY, GNU_PATCH, PatchOutcome, patched_fil
 from harness.core.task import Task
 from harness.evaluation.testlog import TestsVerdict, judge, parse_pytest_log
 from sandbox.api import WORKDIR, Sandbox, SandboxSpec
+from sandbox.docker_sandbox import DockerSandbox
 from sandbox.errors import SandboxError
 
 STAGE_DIR = "/tmp/harness/grading"
@@ -118,7 +119,6 @@ def grade_patch(task: Task, model_patch: str | None, image: str, *, runs: int = 
         TaskDefect: the task's own test patch does not apply.
         sandbox.errors.SandboxError: Docker failed (an infrastructure error).
     """
-    from sandbox.docker_sandbox import DockerSandbox
     grade = Grade(patch_exists=model_patch is not None)
     for number in range(max(1, runs)):
         spec = SandboxSpec(image=image, session=f"grade-{task.id}-{uuid.uuid4().hex[:6]}",

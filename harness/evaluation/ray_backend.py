@@ -31,10 +31,14 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable, Generic, Iterator, Sequence, TypeVar
 
+import docker.errors
+
 from harness.errors import ConfigError
 from harness.evaluation.ray_cluster import LocalCluster, is_loopback, keep_loopback
 from harness.evaluation.ray_resources import DOCKER_RESOURCE, DOCKER_SLIVER, TaskResources, check_capacity
+from sandbox.docker_client import client_or_default
 from sandbox.errors import SandboxError
+from sandbox.reaper import reap
 
 X = TypeVar("X")
 R = TypeVar("R")
@@ -45,7 +49,7 @@ INSTALL_LINE = "pip install 'harness[ray]'"
 def import_ray() -> ModuleType:
     """The `ray` module, or a ConfigError saying how to install it."""
     try:
-        import ray
+        import ray  # optional extra (pip install 'harness[ray]'): imported only when a Ray run is asked for
     except ImportError as exc:
         raise ConfigError(f"--backend ray needs Ray, which is not installed here ({exc}); install it with "
                           f"`{INSTALL_LINE}` (or `pip install 'ray[default]>=2.9'`), or use --backend local") from exc
@@ -96,14 +100,12 @@ class Ledger:
 
 def reap_here() -> list[str]:
     """Remove this machine's harness containers whose owner process is gone; their names."""
-    from sandbox.docker_client import client_or_default
-    from sandbox.reaper import reap
     return reap(client_or_default())
 
 
 def execute(job: Callable[[X], R], item: X, key: int, ledger: Any) -> tuple[R, tuple[Attempt, ...], tuple[str, ...]]:
     """The Ray task: sign the ledger, reap what an earlier attempt left here, run the job."""
-    import ray
+    import ray  # optional extra; this runs on a Ray worker, where it is installed
     me = Attempt(node_id=ray.get_runtime_context().get_node_id(), host=socket.gethostname(), pid=os.getpid())
     before = ray.get(ledger.begin.remote(key, me))
     reaped = tuple(reap_here()) if before else ()
@@ -206,9 +208,6 @@ def _run(ray: ModuleType, job: Callable[[X], R], items: Sequence[X], resources_p
 
 def remove_labelled(label: str) -> list[str]:
     """Remove this machine's containers that carry `label` ("key=value"); their names."""
-    import docker.errors
-
-    from sandbox.docker_client import client_or_default
     client, removed = client_or_default(), []
     for container in client.api.containers(all=True, filters={"label": label}):
         try:
@@ -220,7 +219,7 @@ def remove_labelled(label: str) -> list[str]:
 
 
 def _on_node(ray: ModuleType, function: Callable[..., Any], node_id: str) -> Any:
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # optional extra, as `ray` is
     return ray.remote(function).options(num_cpus=0, resources={DOCKER_RESOURCE: DOCKER_SLIVER}, max_retries=0,
                                         scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False))
 
@@ -233,13 +232,13 @@ def _sweep(ray: ModuleType, label: str) -> None:
 
 
 def _ledger(ray: ModuleType) -> Any:
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # optional extra, as `ray` is
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     return ray.remote(Ledger).options(num_cpus=0, scheduling_strategy=here).remote()
 
 
 def _collect(ray: ModuleType, ref: Any, item: X, key: int, ledger: Any) -> Outcome[X, Any]:
-    from ray.exceptions import RayError, RayTaskError
+    from ray.exceptions import RayError, RayTaskError  # optional extra, as `ray` is
     try:
         result, attempts, reaped = ray.get(ref)
         return Outcome(item, result, None, attempts, reaped)

@@ -65,7 +65,7 @@ class RayNode:
 def keep_loopback() -> Iterator[None]:
     """While inside, this process's Ray keeps a loopback address as given (as `LAUNCH` does for the
     nodes), so that a driver can join a cluster that listens on 127.0.0.1 only."""
-    from ray._private import services
+    from ray._private import services  # optional extra (harness[ray]), imported only for a Ray run
     original = services.resolve_ip_for_localhost
     services.resolve_ip_for_localhost = lambda host: host
     try:
@@ -273,6 +273,6 @@ def _reload_ray_auth() -> None:
     """Make an already imported Ray read the authentication variables again (its mode is cached)."""
     if "ray" not in sys.modules:
         return                       # Ray reads them when it is imported
-    from ray._raylet import AuthenticationTokenLoader, Config
+    from ray._raylet import AuthenticationTokenLoader, Config  # optional extra, only when Ray is loaded
     Config.initialize("")
     AuthenticationTokenLoader.instance().reset_cache()

@@ -20,7 +20,7 @@ class AnthropicModel:
     def __init__(self, model: str, *, api_key: str, config: ModelConfig, max_tokens: int,
                  base_url: str | None = None) -> None:
         try:
-            import anthropic
+            import anthropic  # optional extra (pip install 'harness[anthropic]'), needed only for this model
         except ImportError as exc:
             raise ConfigError(f"the anthropic SDK is not installed; run: {INSTALL}") from exc
         self.name = f"anthropic:{model}"

@@ -8,14 +8,15 @@ is. With ``model.tool_format = "react"`` the model is wrapped in the ReAct text 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from harness.config import Config, Secrets
+from harness.core.task import Task
 from harness.errors import ConfigError
+from harness.models import gold
+from harness.models.anthropic import AnthropicModel
 from harness.models.base import Model
-
-if TYPE_CHECKING:
-    from harness.core.task import Task
+from harness.models.openai import OpenAIModel
+from harness.models.react import ReActModel
+from harness.models.scripted import ScriptedModel
 
 DEFAULT_ANTHROPIC = "claude-sonnet-4-5"
 DEFAULT_OPENAI = "gpt-4.1"
@@ -36,7 +37,7 @@ def resolve_auto(spec: str, config: Config, secrets: Secrets) -> str:
                       "--model scripted:wordcount-fix (the scripted demo run that ships with harness)")
 
 
-def make_model(spec: str, config: Config, secrets: Secrets, *, task: "Task | None" = None) -> Model:
+def make_model(spec: str, config: Config, secrets: Secrets, *, task: Task | None = None) -> Model:
     """The Model for `spec`, wrapped for ReAct when config.model.tool_format is "react"."""
     spec = resolve_auto(spec, config, secrets)
     if config.model.tool_format not in TOOL_FORMATS:
@@ -44,12 +45,11 @@ def make_model(spec: str, config: Config, secrets: Secrets, *, task: "Task | Non
                           f"{list(TOOL_FORMATS)}, e.g. --tool-format react")
     model = _make(spec, config, secrets, task)
     if config.model.tool_format == "react" and spec not in ("gold", "empty"):
-        from harness.models.react import ReActModel
         return ReActModel(model)
     return model
 
 
-def _make(spec: str, config: Config, secrets: Secrets, task: "Task | None") -> Model:
+def _make(spec: str, config: Config, secrets: Secrets, task: Task | None) -> Model:
     if spec in ("gold", "empty"):
         return _reference(spec, task)
     provider, sep, name = spec.partition(":")
@@ -57,13 +57,11 @@ def _make(spec: str, config: Config, secrets: Secrets, task: "Task | None") -> M
         raise ConfigError(f"model spec {spec!r} is not PROVIDER:NAME; expected one of: {EXAMPLES}")
     max_tokens = config.loop.max_tokens_per_response
     if provider == "scripted":
-        from harness.models.scripted import ScriptedModel
         return ScriptedModel.from_file(name, name=spec)
     if provider == "anthropic":
         if not secrets.anthropic_api_key:
             raise ConfigError(f"{spec} needs an API key: set ANTHROPIC_API_KEY (e.g. export "
                               "ANTHROPIC_API_KEY=sk-ant-...)")
-        from harness.models.anthropic import AnthropicModel
         return AnthropicModel(name, api_key=secrets.anthropic_api_key, config=config.model,
                               max_tokens=max_tokens, base_url=config.model.base_url)
     if provider == "openai":
@@ -71,18 +69,12 @@ def _make(spec: str, config: Config, secrets: Secrets, task: "Task | None") -> M
         if not secrets.openai_api_key and not base_url:
             raise ConfigError(f"{spec} needs OPENAI_API_KEY, or a server: --base-url "
                               "http://localhost:8000/v1 (vLLM, llama.cpp, Ollama)")
-        from harness.models.openai import OpenAIModel
         return OpenAIModel(name, api_key=secrets.openai_api_key, config=config.model, max_tokens=max_tokens,
                            base_url=base_url)
     raise ConfigError(f"unknown model provider {provider!r} in {spec!r}; expected one of: {EXAMPLES}")
 
 
-def _reference(spec: str, task: "Task | None") -> Model:
-    try:
-        from harness.models import gold
-    except ImportError as exc:
-        raise ConfigError(f"the {spec!r} model is not available in this installation "
-                          f"(harness.models.gold is missing): {exc}") from exc
+def _reference(spec: str, task: Task | None) -> Model:
     if spec == "empty":
         return gold.EmptyModel()
     if task is None or not task.gold_patch:

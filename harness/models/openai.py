@@ -22,7 +22,7 @@ class OpenAIModel:
     def __init__(self, model: str, *, api_key: str | None, config: ModelConfig, max_tokens: int,
                  base_url: str | None = None) -> None:
         try:
-            import openai
+            import openai  # optional extra (pip install 'harness[openai]'), needed only for this model
         except ImportError as exc:
             raise ConfigError(f"the openai SDK is not installed; run: {INSTALL}") from exc
         self.name = f"openai:{model}"
