@@ -13,9 +13,10 @@ command's text and `cwd` those prefixes are rewritten to the root, and in its ou
 rewritten back, so `realpath -m /workspace/x` answers `/workspace/x` as inside a container. Any
 other path (`/etc`) is the host's own.
 
-What matches the exec channel exactly: `read_file` and `write_file` (the same compare-and-swap code,
-the same error types, through the same `raise_remote`), `ExecResult`'s shape, head and tail kept,
-error lines, outputs saved under OUTPUT_DIR when cut. What does not: no resource limits, no leftover
+What matches the exec channel exactly: calls are served one at a time (threads wait their turn);
+`read_file` and `write_file` (the same compare-and-swap code, the same error types, through the same
+`raise_remote`); `ExecResult`'s shape, head and tail kept, error lines, outputs saved under
+OUTPUT_DIR when cut. What does not: no resource limits, no leftover
 sweep beyond killing the command's process group (`killed_leftovers` is always 0; a process left
 holding the command's output keeps it waiting until the timeout), a timeout kills at once (no
 SIGTERM grace), `restart_channel` does nothing, and file permissions mean nothing to root.
@@ -23,6 +24,7 @@ SIGTERM grace), `restart_channel` does nothing, and file permissions mean nothin
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import posixpath
@@ -35,7 +37,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import NoReturn
+from typing import Callable, Concatenate, NoReturn, ParamSpec, TypeVar
 
 from sandbox import copy as copying
 from sandbox._protocol import RemoteError
@@ -50,6 +52,19 @@ _PREFIX = re.compile(r"(?<![\w./-])(" + "|".join(re.escape(p) for p in MAPPED) +
 ERROR_LINES_KEPT, ERROR_LINE_BYTES, SAVE_BYTES = 50, 400, 8 << 20   # as the channel server's defaults
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _one_at_a_time(method: Callable[Concatenate[LocalRuntime, P], R]) -> Callable[Concatenate[LocalRuntime, P], R]:
+    """Serve calls one at a time, as the exec channel does (threads of one session wait their turn)."""
+    @functools.wraps(method)
+    def serve(self: LocalRuntime, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self._busy:
+            return method(self, *args, **kwargs)
+    return serve
+
+
 class LocalRuntime:
     """A project folder on the host posing as a sandbox (tests only; see the module docstring)."""
 
@@ -60,7 +75,7 @@ class LocalRuntime:
         self.session = session
         self.max_copy_bytes, self.max_copy_files = max_copy_bytes, max_copy_files
         self._counter = 0
-        self._lock = threading.Lock()
+        self._busy = threading.Lock()   # one request at a time, as the exec channel serves them
         for folder in (WORKDIR, OUTPUT_DIR, STATE_DIR, "/home/agent"):
             self.host(folder).mkdir(parents=True, exist_ok=True)
         if project_dir is not None:
@@ -92,14 +107,14 @@ class LocalRuntime:
         return data.replace(str(self.root).encode(), b"")
 
     # ---- the Sandbox protocol ----------------------------------------------------------------
+    @_one_at_a_time
     def exec(self, command: str, timeout: float = 60.0, *, cwd: str = WORKDIR,
              env: dict[str, str] | None = None, error_pattern: str | None = None,
              save_output: bool = True, head_bytes: int = 32768, tail_bytes: int = 32768,
              save_over: tuple[int, int] = (0, 0)) -> ExecResult:
         """See `Sandbox.exec`: `bash -c` in its own process group, on the host (see the module docstring)."""
-        with self._lock:
-            self._counter += 1
-            number = self._counter
+        self._counter += 1
+        number = self._counter
         path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "/usr/bin:/bin")])
         base = {"PATH": path, "HOME": str(self.host("/home/agent")),
                 "LANG": "C.UTF-8", "TERM": "dumb", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -126,6 +141,7 @@ class LocalRuntime:
         return ExecResult(command=command, exit_code=128 - code if code < 0 else code, duration=duration,
                           timed_out=timed_out, stdout=caps[0], stderr=caps[1])
 
+    @_one_at_a_time
     def read_file(self, path: str, max_bytes: int | None = None) -> FileData:
         """See `Sandbox.read_file`; the same errors as through the channel."""
         where = self.host(path)
@@ -138,6 +154,7 @@ class LocalRuntime:
         return FileData(path=path, realpath=self.inside(os.path.realpath(where)), data=kept,
                         sha256=hashlib.sha256(data).hexdigest(), size=len(data))
 
+    @_one_at_a_time
     def write_file(self, path: str, data: bytes, *, expect_sha256: str | None = None,
                    mode: int | None = None) -> WriteOutcome:
         """See `Sandbox.write_file`: the channel server's compare-and-swap, step for step."""
@@ -162,11 +179,13 @@ class LocalRuntime:
             self._raise(exc, "write", path)
         return WriteOutcome(written=True, sha256=hashlib.sha256(data).hexdigest(), conflict=False)
 
+    @_one_at_a_time
     def copy_in(self, src: Path, dest: str = WORKDIR) -> None:
         """See `Sandbox.copy_in` (the same packing and caps as the Docker sandbox's)."""
         data = copying.pack_directory(src, self.max_copy_bytes, self.max_copy_files)
         copying.safe_extract(data, self.host(dest), self.max_copy_bytes, self.max_copy_files)
 
+    @_one_at_a_time
     def copy_out(self, dest: Path, src: str = WORKDIR) -> list[str]:
         """See `Sandbox.copy_out` (the same checks on the way out as the Docker sandbox's)."""
         data = copying.pack_directory(self.host(src), self.max_copy_bytes, self.max_copy_files)
