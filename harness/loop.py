@@ -22,19 +22,17 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from harness.config import Config
 from harness.errors import ConfigError, HarnessError, ModelError, ModelTruncated
 from harness.messages import Message, ToolResult, ToolUse
 from harness.models.base import MALFORMED, Model, ModelResponse, Usage, cost_usd
 from harness.tools.base import ToolContext
+from harness.tools.catalog import Catalog
 from harness.tools.history import apply_window
 from harness.trajectory import TrajectoryWriter
 from sandbox.errors import SandboxError
-
-if TYPE_CHECKING:
-    from harness.tools.catalog import Catalog
 
 STOP_REASONS = ("end", "cap", "truncated", "error", "budget")
 
@@ -78,7 +76,7 @@ class _Stop(Exception):
 class AgentLoop:
     """Runs a model against a catalog until one of the stop reasons; see the module docstring."""
 
-    def __init__(self, model: Model, catalog: "Catalog", ctx: ToolContext, config: Config, *,
+    def __init__(self, model: Model, catalog: Catalog, ctx: ToolContext, config: Config, *,
                  trajectory: TrajectoryWriter | None = None,
                  progress: Callable[[StepEvent], None] | None = None) -> None:
         self.model, self.catalog, self.ctx, self.config = model, catalog, ctx, config
@@ -214,7 +212,7 @@ def price_of(config: Config, name: str) -> list[float] | None:
     return None
 
 
-def run_loop(model: Model, catalog: "Catalog", ctx: ToolContext, messages: Sequence[Message], config: Config, *,
+def run_loop(model: Model, catalog: Catalog, ctx: ToolContext, messages: Sequence[Message], config: Config, *,
              trajectory: TrajectoryWriter | None = None,
              progress: Callable[[StepEvent], None] | None = None) -> LoopResult:
     """Convenience: `AgentLoop(...).run(messages)`."""

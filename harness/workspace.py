@@ -8,17 +8,15 @@ calls that rebuilds a workspace when a run is resumed.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from harness.config import Config
-from harness.errors import HarnessError
 from harness.core.task import Task
+from harness.errors import HarnessError
 from harness.messages import Message
 from harness.tools.base import Effect, ToolContext
+from harness.tools.catalog import Catalog
 from sandbox.api import WORKDIR, ExecResult, Sandbox
-
-if TYPE_CHECKING:
-    from harness.tools.catalog import Catalog
 
 GIT_DIR = "/tmp/harness/git"
 PATCH_FILE = "/tmp/harness/patch.diff"
@@ -56,7 +54,7 @@ def run_tests(box: Sandbox, task: Task, config: Config) -> ExecResult:
     return box.exec(task.test_cmd, timeout=config.loop.test_timeout)
 
 
-def replay(messages: Sequence[Message], catalog: "Catalog", ctx: ToolContext) -> int:
+def replay(messages: Sequence[Message], catalog: Catalog, ctx: ToolContext) -> int:
     """Run the recorded calls again, in order, to rebuild the workspace; outbound calls are not
     repeated (they ran once, with a human's approval). Returns how many calls were replayed."""
     answered = {r.tool_use_id for m in messages for r in m.tool_results}

@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from harness.approval.policy import Policy
 from harness.approval.queue import ApprovalQueue
 from harness.approval.records import DecisionRefused, Request, canonical_hash
 from harness.errors import ApprovalDenied, ToolError
-
-if TYPE_CHECKING:
-    from harness.tools.base import ToolContext
-    from harness.tools.outbound_action import OutboundAction
+from harness.tools.base import ToolContext
+from harness.tools.outbound_action import OutboundAction
 
 MODES = ("ask", "queue", "deny")
 
@@ -46,7 +44,7 @@ class ApprovalGate:
     prompt: Prompt | None = None
     poll_interval: float = 0.2
 
-    def run(self, action: "OutboundAction", arguments: dict[str, Any], ctx: "ToolContext") -> str:
+    def run(self, action: OutboundAction, arguments: dict[str, Any], ctx: ToolContext) -> str:
         call_args = {k: v for k, v in arguments.items() if k != "key"}
         # A model-given key names the action across sessions (so two sessions can race on it); the
         # default, the tool_use id, is only unique within a session (scripted ids repeat across runs).
@@ -99,7 +97,7 @@ class ApprovalGate:
                 return request
         return self.queue.expire(request.id, time.time() - request.created_at)
 
-    def _conclude(self, request: Request, action: "OutboundAction", ctx: "ToolContext") -> str:
+    def _conclude(self, request: Request, action: OutboundAction, ctx: ToolContext) -> str:
         give_up = time.time() + self.timeout       # bounds the wait on another process's execution
         while True:
             if request.status == "pending":
@@ -117,7 +115,7 @@ class ApprovalGate:
             else:
                 return _final(request)
 
-    def _execute(self, request: Request, action: "OutboundAction", ctx: "ToolContext") -> str:
+    def _execute(self, request: Request, action: OutboundAction, ctx: ToolContext) -> str:
         try:
             result = action.execute(dict(request.args), ctx)
         except ToolError as exc:

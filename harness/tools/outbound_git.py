@@ -10,15 +10,13 @@ import subprocess
 import tempfile
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from harness.tools.outbound_preview import field_lines, masked_url, safe_ident, safe_text
+from harness.config import Config
 from harness.errors import ToolArgumentsError, ToolError
 from harness.tools.base import ToolContext
 from harness.tools.outbound_action import OutboundAction, Prepared
-
-if TYPE_CHECKING:
-    from harness.config import Config
+from harness.tools.outbound_preview import field_lines, masked_url, safe_ident, safe_text
 
 EXAMPLE = {"remote": "origin", "branch": "fix-wordcount", "key": "push-fix-1"}
 MAX_BUNDLE_BYTES = 200 * 1024 * 1024
@@ -51,7 +49,7 @@ def _bundle_to_host(ctx: ToolContext, tmp: Path) -> Path:
     return repo
 
 
-def _remote_url(config: "Config", name: str) -> str:
+def _remote_url(config: Config, name: str) -> str:
     remotes = config.approval.git_remotes
     if name not in remotes:
         configured = sorted(remotes) or "none: the operator sets approval.git_remotes in the config"
@@ -60,7 +58,7 @@ def _remote_url(config: "Config", name: str) -> str:
     return remotes[name]
 
 
-def _prepare_with(config: "Config") -> Any:
+def _prepare_with(config: Config) -> Any:
     def prepare(args: dict[str, Any], ctx: ToolContext) -> Prepared:
         name, branch = str(args["remote"]), str(args["branch"])
         url = _remote_url(config, name)
@@ -113,7 +111,7 @@ def _describe(repo: Path, name: str, url: str, branch: str, commit: str, base: s
     return Prepared(args=resolved, preview="\n".join(lines))
 
 
-def _execute_with(config: "Config") -> Any:
+def _execute_with(config: Config) -> Any:
     def execute(args: dict[str, Any], ctx: ToolContext) -> str:
         url = _remote_url(config, args["remote"])
         if hashlib.sha256(url.encode()).hexdigest() != args["remote_url_sha256"]:
@@ -134,7 +132,7 @@ def _execute_with(config: "Config") -> Any:
     return execute
 
 
-def git_push_action(config: "Config") -> OutboundAction:
+def git_push_action(config: Config) -> OutboundAction:
     return OutboundAction(
         name="git_push",
         description=("Push a branch of the workspace's git repository to a remote the operator configured "

@@ -13,9 +13,13 @@ import socket
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
+from harness.config import Config
+from harness.errors import ToolArgumentsError, ToolError
+from harness.tools.base import ToolContext
+from harness.tools.outbound_action import OutboundAction, Prepared
 from harness.tools.outbound_credentials import (
     Credential,
     credential_for,
@@ -30,12 +34,6 @@ from harness.tools.outbound_preview import (
     safe_ident,
     safe_text,
 )
-from harness.errors import ToolArgumentsError, ToolError
-from harness.tools.base import ToolContext
-from harness.tools.outbound_action import OutboundAction, Prepared
-
-if TYPE_CHECKING:
-    from harness.config import Config
 
 METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
 RESPONSE_SHOWN_CHARS = 8000
@@ -136,7 +134,7 @@ def _describe(status: int, reason: str, headers: dict[str, str], data: bytes) ->
     return "\n".join(lines) + "\n" + shown
 
 
-def http_request_action(config: "Config") -> OutboundAction:
+def http_request_action(config: Config) -> OutboundAction:
     approval = config.approval
     return OutboundAction(
         name="http_request",

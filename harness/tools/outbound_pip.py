@@ -15,19 +15,17 @@ import re
 import shlex
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from packaging.requirements import Requirement
 
 from harness import checks
-from harness.tools.outbound_preview import field_lines, masked_url, operator_value, safe_ident
-from harness.errors import TaskError, ToolArgumentsError, ToolError
+from harness.config import Config
 from harness.environments.wheelhouse import WheelhouseError, download_wheels
+from harness.errors import TaskError, ToolArgumentsError, ToolError
 from harness.tools.base import ToolContext
 from harness.tools.outbound_action import OutboundAction, Prepared
-
-if TYPE_CHECKING:
-    from harness.config import Config
+from harness.tools.outbound_preview import field_lines, masked_url, operator_value, safe_ident
 
 WHEELHOUSE = "/tmp/harness/wheelhouse"
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -38,7 +36,7 @@ TARGET_PROBE = ("import sys\nfrom pip._vendor.packaging import tags\nseen = []\n
                 "print('%d.%d' % sys.version_info[:2], *seen)")
 
 
-def _prepare_with(config: "Config") -> Any:
+def _prepare_with(config: Config) -> Any:
     def prepare(args: dict[str, Any], ctx: ToolContext) -> Prepared:
         text = str(args["requirement"]).strip()
         req = Requirement(_requirement(text))
@@ -99,7 +97,7 @@ def _quiet(_: str) -> None:
     return None
 
 
-def _execute_with(config: "Config") -> Any:
+def _execute_with(config: Config) -> Any:
     def execute(args: dict[str, Any], ctx: ToolContext) -> str:
         index = config.approval.pip_index_url or DEFAULT_INDEX
         if hashlib.sha256(index.encode()).hexdigest() != args["index_url_sha256"]:
@@ -132,7 +130,7 @@ def _execute(args: dict[str, Any], index: str, ctx: ToolContext) -> str:
     return "\n".join(lines)
 
 
-def pip_download_action(config: "Config") -> OutboundAction:
+def pip_download_action(config: Config) -> OutboundAction:
     return OutboundAction(
         name="pip_download",
         description=("Download a Python package (and its dependencies) from the package index and install it "
