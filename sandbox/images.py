@@ -260,12 +260,13 @@ def current_tags() -> set[str]:
     return tags
 
 
-def stale_images(client: docker.DockerClient) -> list[tuple[str, str]]:
+def stale_images(client: docker.DockerClient, label: str | None = None) -> list[tuple[str, str]]:
     """(id, name) of the harness's images that the present sources no longer use: sandbox and base
-    images of older inputs, images built on those (BASE_LABEL), and untagged leftovers of rebuilds."""
+    images of older inputs, images built on those (BASE_LABEL), and untagged leftovers of rebuilds.
+    `label` ("key=value"): only images that also carry it."""
     current = current_tags()
     stale = []
-    for image in client.api.images(filters={"label": "harness.managed=true"}):
+    for image in client.api.images(filters={"label": ["harness.managed=true", *([label] if label else [])]}):
         tags = [t for t in image.get("RepoTags") or [] if t != "<none>:<none>"]
         ours = [t for t in tags if t.startswith((REPOSITORY + ":", BASE_REPOSITORY + ":"))]
         base = (image.get("Labels") or {}).get(BASE_LABEL)
@@ -274,10 +275,12 @@ def stale_images(client: docker.DockerClient) -> list[tuple[str, str]]:
     return stale
 
 
-def prune(client: docker.DockerClient, dry_run: bool = False) -> tuple[list[str], list[str]]:
-    """Remove `stale_images`; returns (removed, kept because a container still uses them)."""
+def prune(client: docker.DockerClient, dry_run: bool = False,
+          label: str | None = None) -> tuple[list[str], list[str]]:
+    """Remove `stale_images` (only those carrying `label`, if given); returns (removed, kept because a
+    container still uses them)."""
     removed, in_use = [], []
-    for image_id, name in stale_images(client):
+    for image_id, name in stale_images(client, label):
         if dry_run:
             removed.append(name)
             continue
