@@ -28,6 +28,8 @@ from harness.cli.common import print_safe
 from harness.cli.run_cmd import execute, exit_code, find_task, print_summary
 from harness.config import Config, Secrets, load
 from harness.errors import ConfigError, TaskError
+from harness.models.factory import resolve_auto
+from harness.trajectory import load_trajectory
 from sandbox.text import escape_ident
 
 DEMO_TASK = "wordcount"   # harness/data/tasks/<this>
@@ -48,7 +50,6 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 
 def choose_model(config: Config, secrets: Secrets, given: str | None) -> tuple[str, str]:
     """The model spec for the demo and a sentence saying why it was chosen."""
-    from harness.models.factory import resolve_auto
     if given:
         return given, "given with --model"
     if config.model.spec != "auto":
@@ -116,8 +117,6 @@ def copy_tree(source: Traversable, dest: Path) -> None:
 
 def steps(trajectory: Path, width: int = 100) -> str:
     """One line per model remark and per tool call with the first line of its result."""
-    from harness.trajectory import load_trajectory
-
     def short(text: str) -> str:
         line = text.strip().splitlines()[0] if text.strip() else ""
         return line if len(line) <= width else line[: width - 3] + "..."
