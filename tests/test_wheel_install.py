@@ -2,6 +2,8 @@
 
 tasks/wordcount is the source of the demo task; harness/data/tasks/wordcount is the copy the package
 ships. The first test fails when they differ (copy tasks/wordcount over the packaged one to fix it).
+The wheel test builds from a copy of the sources (nothing lands in the checkout) and needs the
+package index pip is configured with: the build backend and the dependencies come from there.
 """
 
 from __future__ import annotations
