@@ -7,7 +7,6 @@ end-to-end path through a container is covered in test_output.py.
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
@@ -51,13 +50,10 @@ def test_a_pattern_without_the_word_list_still_scans_everything() -> None:
     assert got.error_lines_total == 1 and got.error_lines[0][0] == 101
 
 
-def test_scanning_a_flood_without_errors_is_fast() -> None:
-    data = b"harness benchmark line\n" * 500_000          # 11 MiB
-    started = time.perf_counter()
+def test_scanning_a_flood_without_errors_counts_every_line_and_finds_none() -> None:
+    data = b"harness benchmark line\n" * 500_000          # 11 MiB; its speed is bench/bench_sandbox.py's job
     got = _scan(data)
-    elapsed = time.perf_counter() - started
     assert got.total_lines == 500_000 and got.error_lines_total == 0
-    assert elapsed < 5, f"{elapsed:.1f}s for 11 MiB"        # generous: bench/bench_sandbox.py measures it
 
 
 def test_the_word_list_is_read_from_the_pattern() -> None:
