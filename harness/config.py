@@ -18,8 +18,6 @@ from platformdirs import user_state_dir
 from harness.errors import ConfigError
 from sandbox.api import Limits
 
-ENV_PREFIX = "HARNESS_"
-
 
 def _default_state_dir() -> Path:
     return Path(user_state_dir("harness"))

@@ -8,7 +8,6 @@ A trajectory is a list of `Message`. On disk (trajectory.jsonl) each message is 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
@@ -69,9 +68,6 @@ class Message:
 
     def to_dict(self) -> dict[str, Any]:
         return {"role": self.role, "content": [b.to_dict() for b in self.content]}
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False)
 
     @staticmethod
     def from_dict(data: dict[str, Any]) -> "Message":

@@ -20,7 +20,6 @@ OUTPUT_DIR = "/tmp/harness/output"
 STATE_DIR = "/tmp/harness/state"
 """Per-session state the harness keeps inside the sandbox (idempotency keys, fingerprints)."""
 
-AGENT_USER = "agent"
 AGENT_UID = 1000
 
 

@@ -9,9 +9,6 @@ hardening in `container_options()`, start, stop, reaping) and what runs inside i
 
 from __future__ import annotations
 
-import io
-import tarfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +32,6 @@ class DockerSandbox:
         self.session = spec.session
         self.deployment = DockerDeployment(spec, client)
         self.runtime: ChannelRuntime | None = None
-        self.started_at = 0.0
 
     @property
     def container(self) -> Any:
@@ -68,7 +64,6 @@ class DockerSandbox:
         """
         if self.container is not None:
             raise SandboxError(f"sandbox {self.session!r} is already started; use it, or close() it first")
-        self.started_at = time.monotonic()
         self.deployment.start()
         try:
             env = {**BASE_ENV, **self.spec.env}
@@ -126,12 +121,6 @@ class DockerSandbox:
     def copy_out(self, dest: Path, src: str = WORKDIR) -> list[str]:
         """See `Sandbox.copy_out`."""
         return copying.safe_extract(self._tar_of(src), dest, self.spec.max_copy_bytes, self.spec.max_copy_files)
-
-    def archive(self, src: str = WORKDIR) -> tarfile.TarFile:
-        """The tree at `src` as a checked in-memory tar (for diffing without touching the host disk)."""
-        tar = tarfile.open(fileobj=io.BytesIO(self._tar_of(src)), mode="r:")
-        copying.check_members(tar, self.spec.max_copy_bytes, self.spec.max_copy_files)
-        return tar
 
     def _tar_of(self, src: str) -> bytes:
         return self._live().get_tar(src, self.spec.max_copy_bytes, self.spec.max_copy_files,
