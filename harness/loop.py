@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 from harness.config import Config
 from harness.errors import ConfigError, HarnessError, ModelError, ModelTruncated
@@ -34,7 +34,8 @@ from harness.tools.history import apply_window
 from harness.trajectory import TrajectoryWriter
 from sandbox.errors import SandboxError
 
-STOP_REASONS = ("end", "cap", "truncated", "error", "budget")
+StopReason = Literal["end", "cap", "truncated", "error", "budget"]
+"""Why the loop stopped; each is described in the module docstring."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class StepEvent:
 
 @dataclass(frozen=True)
 class LoopResult:
-    stop_reason: str
+    stop_reason: StopReason
     final_text: str             # the model's last words ("end"), or what stopped the run
     turns: int
     usage: Usage
@@ -68,7 +69,7 @@ class LoopResult:
 
 
 class _Stop(Exception):
-    def __init__(self, reason: str, detail: str = "") -> None:
+    def __init__(self, reason: StopReason, detail: str = "") -> None:
         super().__init__(reason, detail)
         self.reason, self.detail = reason, detail
 
@@ -196,7 +197,7 @@ class AgentLoop:
     def _elapsed(self) -> float:
         return time.monotonic() - self._start
 
-    def _result(self, reason: str, detail: str) -> LoopResult:
+    def _result(self, reason: StopReason, detail: str) -> LoopResult:
         return LoopResult(stop_reason=reason, final_text=detail, turns=self.turns, usage=self.usage,
                           cost_usd=cost_usd(self.usage, self.price), messages=list(self.messages),
                           model_seconds=self.model_seconds, tool_seconds=self.tool_seconds,

@@ -32,7 +32,7 @@ from harness.config import Config, Secrets
 from harness.core.task import Task
 from harness.environments.images import ensure_env_image
 from harness.errors import ModelError
-from harness.loop import AgentLoop, LoopResult, StepEvent
+from harness.loop import AgentLoop, LoopResult, StepEvent, StopReason
 from harness.messages import Message, TextBlock, system, user
 from harness.models.base import Model, Usage
 from harness.tools.base import ToolContext
@@ -66,7 +66,7 @@ class Attempt:
 
 @dataclass(frozen=True)
 class SessionOutcome:
-    stop_reason: str
+    stop_reason: StopReason
     turns: int
     usage: Usage
     cost_usd: float | None

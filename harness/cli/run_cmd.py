@@ -25,14 +25,15 @@ from harness.cli.common import print_safe, safe_line, stderr_progress
 from harness.config import Config, Secrets, load
 from harness.core.task import Task, load_task
 from harness.errors import ConfigError, TaskError
-from harness.loop import StepEvent
+from harness.loop import StepEvent, StopReason
 from harness.models.factory import make_model, resolve_auto
 from harness.session import SessionOutcome, run_session, session_image
 from sandbox.text import escape_ident
 
-STOP_WORDS = {"end": "the agent finished", "cap": "turn limit reached, the agent did not finish",
-              "truncated": "a response was cut at max_tokens", "error": "the model API or the harness failed",
-              "budget": "a budget ran out"}
+STOP_WORDS: dict[StopReason, str] = {
+    "end": "the agent finished", "cap": "turn limit reached, the agent did not finish",
+    "truncated": "a response was cut at max_tokens", "error": "the model API or the harness failed",
+    "budget": "a budget ran out"}
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

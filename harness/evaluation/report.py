@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UnsafePathError
+from harness.loop import StopReason
 from sandbox.text import safe_json
 
 STATUSES = ("resolved", "unresolved", "patch_failed", "empty_patch", "error")
@@ -44,7 +45,7 @@ class InstanceRecord:
     turns: int | None = None
     tokens: dict[str, int] = field(default_factory=dict)
     cost_usd: float | None = None
-    stop_reason: str | None = None
+    stop_reason: StopReason | None = None
     flaky: bool = False
     tests_resolved: bool | None = None   # the verdict of the tests, also for empty patches
     infra_retries: int = 0            # executions lost to the infrastructure and rerun (Ray backend)

@@ -7,12 +7,12 @@ from typing import Any, Sequence
 from harness.config import ModelConfig
 from harness.errors import ConfigError, ModelError, ModelTruncated
 from harness.messages import Block, Message, TextBlock, ToolResult, ToolUse
-from harness.models.base import ModelResponse, StopReason, Usage
+from harness.models.base import ModelResponse, ModelStopReason, Usage
 from harness.models.retry import call_with_retries
 
 INSTALL = 'pip install "harness[anthropic]"  (or: pip install "anthropic>=0.40")'
-STOP_REASONS: dict[str, StopReason] = {"end_turn": "end_turn", "tool_use": "tool_use",
-                                       "max_tokens": "max_tokens", "stop_sequence": "stop_sequence"}
+PROVIDER_STOP_REASONS: dict[str, ModelStopReason] = {"end_turn": "end_turn", "tool_use": "tool_use",
+                                                     "max_tokens": "max_tokens", "stop_sequence": "stop_sequence"}
 CACHE = {"type": "ephemeral"}
 
 
@@ -89,5 +89,5 @@ def parse_response(data: dict[str, Any]) -> ModelResponse:
     usage = Usage(input_tokens=u.get("input_tokens") or 0, output_tokens=u.get("output_tokens") or 0,
                   cache_read_tokens=u.get("cache_read_input_tokens") or 0,
                   cache_write_tokens=u.get("cache_creation_input_tokens") or 0)
-    return ModelResponse(message=message, stop_reason=STOP_REASONS.get(stop or "", "other"), usage=usage,
-                         raw=data)
+    return ModelResponse(message=message, stop_reason=PROVIDER_STOP_REASONS.get(stop or "", "other"),
+                         usage=usage, raw=data)

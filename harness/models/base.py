@@ -7,7 +7,8 @@ from typing import Any, Literal, Protocol, Sequence
 
 from harness.messages import Message, ToolUse
 
-StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "other"]
+ModelStopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "other"]
+"""Why the model ended its response (as the provider said it); the loop's own `StopReason` is another thing."""
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class Usage:
 @dataclass(frozen=True)
 class ModelResponse:
     message: Message                    # role "assistant"
-    stop_reason: StopReason
+    stop_reason: ModelStopReason
     usage: Usage = field(default_factory=Usage)
     raw: dict[str, Any] | None = None   # the provider's response, for debugging
 

@@ -9,12 +9,12 @@ from typing import Any, Sequence
 from harness.config import ModelConfig
 from harness.errors import ConfigError, ModelError, ModelTruncated
 from harness.messages import Block, Message, TextBlock, ToolUse
-from harness.models.base import MALFORMED, ModelResponse, StopReason, Usage, malformed_call
+from harness.models.base import MALFORMED, ModelResponse, ModelStopReason, Usage, malformed_call
 from harness.models.retry import call_with_retries
 
 INSTALL = 'pip install "harness[openai]"  (or: pip install "openai>=1.50")'
-STOP_REASONS: dict[str, StopReason] = {"stop": "end_turn", "tool_calls": "tool_use",
-                                       "function_call": "tool_use", "length": "max_tokens"}
+PROVIDER_STOP_REASONS: dict[str, ModelStopReason] = {"stop": "end_turn", "tool_calls": "tool_use",
+                                                     "function_call": "tool_use", "length": "max_tokens"}
 ERROR_PREFIX = "ERROR: "
 
 
@@ -99,7 +99,7 @@ def parse_response(data: dict[str, Any]) -> ModelResponse:
     cached = (u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
     usage = Usage(input_tokens=(u.get("prompt_tokens") or 0) - cached,
                   output_tokens=u.get("completion_tokens") or 0, cache_read_tokens=cached)
-    stop = STOP_REASONS.get(finish, "other")
+    stop = PROVIDER_STOP_REASONS.get(finish, "other")
     if stop == "end_turn" and message.tool_uses:
         stop = "tool_use"   # some compatible servers say "stop" after a tool call
     return ModelResponse(message=message, stop_reason=stop, usage=usage, raw=data)

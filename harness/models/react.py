@@ -14,7 +14,7 @@ import re
 from typing import Any, Sequence
 
 from harness.messages import Message, TextBlock, ToolResult, ToolUse, system, user
-from harness.models.base import MALFORMED, Model, ModelResponse, malformed_call
+from harness.models.base import MALFORMED, Model, ModelResponse, ModelStopReason, malformed_call
 
 ACTION = re.compile(r"^[ \t]*Action[ \t]*:[ \t]*(?P<name>[^\n]*)$", re.MULTILINE)
 INPUT = re.compile(r"^[ \t]*Action[ \t]+Input[ \t]*:[ \t]*", re.MULTILINE)
@@ -43,7 +43,7 @@ class ReActModel:
     def respond(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]]) -> ModelResponse:
         response = self.inner.respond(render(messages, tools), [])
         message = parse_reply(response.message.text, call_id=f"react-{len(messages)}")
-        stop = "tool_use" if message.tool_uses else "end_turn"
+        stop: ModelStopReason = "tool_use" if message.tool_uses else "end_turn"
         return ModelResponse(message=message, stop_reason=stop, usage=response.usage, raw=response.raw)
 
 

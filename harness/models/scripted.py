@@ -14,11 +14,11 @@ import dataclasses
 import json
 from importlib import resources
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, get_args
 
 from harness.errors import ConfigError, ModelTruncated, ScriptExhausted
 from harness.messages import Message, TextBlock, ToolUse
-from harness.models.base import ModelResponse, Usage
+from harness.models.base import ModelResponse, ModelStopReason, Usage
 
 EXAMPLE = '{"turns": [[{"type": "tool_use", "name": "bash", "input": {"command": "ls"}}], ' \
           '[{"type": "text", "text": "done"}]]}'
@@ -85,12 +85,15 @@ def resolve_script(spec: str) -> Path:
                       f"harness/data/scripts/); e.g. --model scripted:tests/scripts/fix.json")
 
 
-def _parse_turn(turn: Any, index: int, source: str) -> tuple[tuple[Any, ...], str | None, Usage]:
+def _parse_turn(turn: Any, index: int, source: str) -> tuple[tuple[Any, ...], ModelStopReason | None, Usage]:
     where = f"turn {index} of {source}"
-    stop: str | None = None
+    stop: ModelStopReason | None = None
     usage = Usage()
     if isinstance(turn, dict):
         stop = turn.get("stop_reason")
+        if stop is not None and stop not in get_args(ModelStopReason):
+            raise ConfigError(f"{where}: \"stop_reason\" {stop!r} must be one of {list(get_args(ModelStopReason))}; "
+                              f'e.g. {{"content": [...], "stop_reason": "max_tokens"}}')
         try:
             usage = Usage(**turn.get("usage", {}))
         except TypeError as exc:
