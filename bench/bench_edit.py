@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.config import Config  # noqa: E402
 from harness.messages import ToolUse  # noqa: E402
-from harness.tools.anchors import replace_once  # noqa: E402
 from harness.tools.base import ToolContext  # noqa: E402
 from harness.tools.catalog import default_catalog  # noqa: E402
+from harness.tools.editing.anchors import replace_once  # noqa: E402
 from sandbox.api import SandboxSpec  # noqa: E402
 from sandbox.docker_sandbox import DockerSandbox  # noqa: E402
 from sandbox.images import ensure_image  # noqa: E402

@@ -20,9 +20,9 @@ import unidiff
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.tools.chunks import STOP, Chunk, chunk_file  # noqa: E402
-from harness.tools.code_index import CodeIndex, rank_files  # noqa: E402
-from harness.tools.find_code import EXTENSIONS, SKIP_DIRS  # noqa: E402
+from harness.tools.retrieval.chunks import STOP, Chunk, chunk_file  # noqa: E402
+from harness.tools.retrieval.code_index import CodeIndex, rank_files  # noqa: E402
+from harness.tools.retrieval.find_code import EXTENSIONS, SKIP_DIRS  # noqa: E402
 
 
 @dataclass

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.config import ToolsConfig  # noqa: E402
 from harness.tools.base import ToolContext  # noqa: E402
-from harness.tools.shell import bash_tool  # noqa: E402
+from harness.tools.shell.bash import bash_tool  # noqa: E402
 from sandbox.api import SandboxSpec  # noqa: E402
 from sandbox.docker_sandbox import DockerSandbox  # noqa: E402
 from sandbox.images import ensure_image  # noqa: E402

@@ -16,9 +16,9 @@ import time
 from dataclasses import dataclass
 from typing import TextIO
 
-from harness.tools.outbound_preview import gutter, safe_ident
 from harness.approval.queue import ApprovalQueue
 from harness.approval.records import DecisionRefused, Request
+from harness.tools.outbound.preview import gutter, safe_ident
 
 APPROVE_WORDS = ("y", "yes", "a", "approve")
 DENY_WORDS = ("n", "no", "d", "deny")

@@ -24,7 +24,7 @@ from harness.approval.queue import ApprovalQueue
 from harness.approval.records import DecisionRefused, Request, canonical_hash
 from harness.errors import ApprovalDenied, ToolError
 from harness.tools.base import ToolContext
-from harness.tools.outbound_action import OutboundAction
+from harness.tools.outbound.action import OutboundAction
 
 MODES = ("ask", "queue", "deny")
 

@@ -25,7 +25,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from harness.tools.outbound_preview import safe_ident
 from harness.approval.records import (
     TERMINAL,
     AuditEvent,
@@ -37,6 +36,7 @@ from harness.approval.records import (
 )
 from harness.checks import private_dir
 from harness.errors import ApprovalError, UnsafePathError
+from harness.tools.outbound.preview import safe_ident
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS requests (

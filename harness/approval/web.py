@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from harness.tools.outbound_preview import safe_ident, safe_text
 from harness.approval.queue import ApprovalQueue
 from harness.approval.records import Request, UnknownRequest
 from harness.errors import ApprovalError
+from harness.tools.outbound.preview import safe_ident, safe_text
 
 STATIC = Path(__file__).with_name("static")
 STATIC_FILES = {"app.js": "text/javascript", "app.css": "text/css"}

@@ -22,7 +22,7 @@ from harness.approval.queue import ApprovalQueue
 from harness.config import Config
 from harness.errors import ConfigError
 from harness.tools.base import Tool
-from harness.tools.outbound import outbound_tools
+from harness.tools.outbound.registry import outbound_tools
 
 
 def resolve_mode(mode: str | None, stdin: TextIO | None = None, stdout: TextIO | None = None) -> str:

@@ -27,7 +27,7 @@ from harness.approval.records import STATUSES, DecisionRefused, UnknownRequest
 from harness.approval.web import make_server
 from harness.config import load
 from harness.errors import ApprovalError
-from harness.tools.outbound_preview import gutter, safe_ident, safe_text
+from harness.tools.outbound.preview import gutter, safe_ident, safe_text
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from harness.cli.common import open_sandbox, print_safe
 from harness.config import load
 from harness.errors import ConfigError, HarnessError
-from harness.tools.shell import budget_of, run_command
+from harness.tools.shell.bash import budget_of, run_command
 from sandbox.errors import SandboxError
 
 EXIT_HARNESS_FAILED = 125   # as `docker run`: the harness itself failed, the command did not run or its

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from harness.cli.common import open_sandbox, print_safe
 from harness.config import load
-from harness.tools.shell import budget_of, run_command
+from harness.tools.shell.bash import budget_of, run_command
 
 BANNER = ("sandbox shell: each line runs as the model's bash tool would run it (no network, fresh process "
           "group, output shown as the model sees it). Ctrl-D or 'exit' to leave; the sandbox is removed.")

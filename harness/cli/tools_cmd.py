@@ -14,7 +14,7 @@ import textwrap
 from harness import config as config_module
 from harness.cli.common import print_safe
 from harness.tools.catalog import default_catalog
-from harness.tools.outbound import outbound_tools
+from harness.tools.outbound.registry import outbound_tools
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

@@ -19,12 +19,13 @@ from harness.config import Config
 from harness.errors import HarnessError, ToolArgumentsError, ToolError, UnknownToolError
 from harness.messages import ToolResult, ToolUse
 from harness.tools.base import Effect, Tool, ToolContext
-from harness.tools.edit import edit_tool
-from harness.tools.files import view_tool, write_tool
-from harness.tools.find_code import find_code_tool
-from harness.tools.patch import apply_patch_tool
-from harness.tools.search import search_tool
-from harness.tools.shell import bash_tool
+from harness.tools.editing.apply_patch import apply_patch_tool
+from harness.tools.editing.edit import edit_tool
+from harness.tools.editing.view import view_tool
+from harness.tools.editing.write import write_tool
+from harness.tools.retrieval.find_code import find_code_tool
+from harness.tools.retrieval.search import search_tool
+from harness.tools.shell.bash import bash_tool
 
 EMPTY_OUTPUT = "(the tool succeeded and printed nothing)"
 

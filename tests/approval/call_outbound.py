@@ -16,7 +16,7 @@ from harness.approval.wiring import make_gate
 from harness.config import Config
 from harness.errors import ToolError
 from harness.tools.base import ToolContext
-from harness.tools.outbound import outbound_tools
+from harness.tools.outbound.registry import outbound_tools
 
 
 def main() -> int:

@@ -17,7 +17,7 @@ from harness.approval.queue import ApprovalQueue
 from harness.config import Config
 from harness.errors import ApprovalDenied, ConfigError, ToolArgumentsError
 from harness.tools.base import ToolContext
-from harness.tools.outbound import outbound_tools
+from harness.tools.outbound.registry import outbound_tools
 from tests.approval.helpers import CountingServer, harness_cli
 
 NOTE = "API_TOKEN=sk-live-7f3a9c;DB_PASSWORD=hunter2;AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"

@@ -19,8 +19,8 @@ from harness.approval.queue import ApprovalQueue
 from harness.config import Config
 from harness.errors import ApprovalDenied, ToolError
 from harness.tools.base import ToolContext
-from harness.tools.outbound import outbound_tools
-from harness.tools.outbound_pip import pip_download_action
+from harness.tools.outbound.pip_download import pip_download_action
+from harness.tools.outbound.registry import outbound_tools
 from tests.approval.helpers import CountingServer, make_wheel, wait_for
 
 pytestmark = pytest.mark.docker

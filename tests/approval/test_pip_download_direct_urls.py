@@ -16,7 +16,7 @@ from harness.approval.queue import ApprovalQueue
 from harness.config import Config
 from harness.errors import ToolArgumentsError, ToolError
 from harness.tools.base import ToolContext
-from harness.tools.outbound import outbound_tools
+from harness.tools.outbound.registry import outbound_tools
 from tests.approval.helpers import CountingServer
 from tests.evaluation.hostile_index import publish, publish_evil
 

@@ -10,12 +10,12 @@ import pytest
 
 from harness.approval.gate import ApprovalGate
 from harness.approval.policy import load_policy
-from harness.tools.outbound_preview import safe_ident, safe_text
 from harness.approval.queue import ApprovalQueue
 from harness.config import Config
 from harness.errors import ApprovalDenied, ConfigError, ToolArgumentsError
 from harness.tools.base import Effect, ToolContext
-from harness.tools.outbound import outbound_tools
+from harness.tools.outbound.preview import safe_ident, safe_text
+from harness.tools.outbound.registry import outbound_tools
 from tests.approval.helpers import CountingServer, harness_cli
 
 
@@ -129,7 +129,7 @@ def test_a_policy_file_with_mistakes_is_refused_with_every_problem(tmp_path: Pat
 
 PLUGIN = '''
 import urllib.request
-from harness.tools.outbound_action import OutboundAction, Prepared
+from harness.tools.outbound.action import OutboundAction, Prepared
 
 def _prepare(args, ctx):
     return Prepared(args={"text": args["text"], "url": args["url"]}, preview="message: " + args["text"])

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pyte
 
-from harness.tools.outbound_preview import gutter
 from harness.approval.queue import ApprovalQueue
+from harness.tools.outbound.preview import gutter
 from tests.approval.helpers import CALLER, CountingServer, Terminal, harness_cli
 
 SECRET_BODY = "API_TOKEN=sk-live-7f3a9c;DB_PASSWORD=hunter2"

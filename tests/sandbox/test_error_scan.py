@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from harness.tools.truncation import ERROR_PATTERN
+from harness.tools.shell.truncation import ERROR_PATTERN
 from sandbox._protocol import StreamAnswer
 from sandbox.server.capture import Capture, pattern_keywords
 

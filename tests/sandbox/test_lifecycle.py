@@ -18,7 +18,7 @@ import pytest
 from harness.config import ToolsConfig
 from harness.errors import ToolError
 from harness.tools.base import ToolContext
-from harness.tools.shell import bash_tool
+from harness.tools.shell.bash import bash_tool
 from sandbox.docker_sandbox import DockerSandbox
 from sandbox.errors import ChannelClosed, ImageError
 from sandbox.reaper import reap

@@ -120,7 +120,7 @@ def test_loopback_inside_the_sandbox_works(shared_box: DockerSandbox) -> None:
 
 
 def test_network_failure_in_the_shell_tool_carries_the_no_network_hint(shared_box: DockerSandbox) -> None:
-    from harness.tools.truncation import ERROR_PATTERN, format_observation
+    from harness.tools.shell.truncation import ERROR_PATTERN, format_observation
     result = shared_box.exec("python3 -c 'import urllib.request; urllib.request.urlopen(\"http://1.1.1.1\")'",
                              timeout=20, error_pattern=ERROR_PATTERN)
     text = format_observation(result)

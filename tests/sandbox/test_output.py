@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.tools.truncation import ERROR_PATTERN, Budget, format_observation
+from harness.tools.shell.truncation import ERROR_PATTERN, Budget, format_observation
 from sandbox.docker_sandbox import DockerSandbox
 
 BUDGET = Budget(max_lines=200, max_bytes=16_000, error_lines=40)

@@ -10,7 +10,7 @@ from typing import Iterator
 
 import pytest
 
-from harness.tools.truncation import format_observation
+from harness.tools.shell.truncation import format_observation
 from sandbox.api import Limits
 from sandbox.docker_sandbox import DockerSandbox
 from tests.sandbox.conftest import make_spec, processes

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from harness.config import ToolsConfig
-from harness.tools.shell import budget_of, run_command
+from harness.tools.shell.bash import budget_of, run_command
 
 
 def test_output_cut_by_line_budget_is_saved_in_full_and_pageable(sandbox) -> None:

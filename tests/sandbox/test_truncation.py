@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from harness.tools.truncation import NETWORK_HINT, Budget, format_observation, status_line
+from harness.tools.shell.truncation import NETWORK_HINT, Budget, format_observation, status_line
 from sandbox.api import ExecResult, StreamCapture
 
 EMPTY = StreamCapture(head="", tail="", total_bytes=0, total_lines=0, truncated=False)

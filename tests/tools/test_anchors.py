@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.errors import EditError
-from harness.tools.anchors import replace_once
+from harness.tools.editing.anchors import replace_once
 
 TAXES = "".join(f"def tax_{i}(amount):\n    if amount <= 0:\n        raise ValueError(amount)\n"
                 f"    return amount * {i + 2} // 100\n\n" for i in range(24))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from harness.tools.chunks import chunk_file, terms
-from harness.tools.code_index import CodeIndex, rank_files
+from harness.tools.retrieval.chunks import chunk_file, terms
+from harness.tools.retrieval.code_index import CodeIndex, rank_files
 
 CORE = '''"""Word counting."""
 import re

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.tools.lint import check, compare
+from harness.tools.editing.lint import check, compare
 
 
 def test_new_undefined_name_blocks_with_its_line() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from harness.history import apply_window
 from harness.messages import Message, TextBlock, ToolResult, ToolUse
-from harness.tools.history import apply_window
 
 
 def _conversation(n: int) -> list[Message]:

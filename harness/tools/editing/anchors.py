@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from harness.errors import EditError
-from harness.tools.render import line_of
+from harness.tools.editing.render import line_of
 
 MAX_LISTED = 10
 

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
-from harness.tools.chunks import Chunk, chunk_file, terms
+from harness.tools.retrieval.chunks import Chunk, chunk_file, terms
 
 K1, B = 1.2, 0.75
 

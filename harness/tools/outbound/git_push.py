@@ -15,8 +15,8 @@ from typing import Any
 from harness.config import Config
 from harness.errors import ToolArgumentsError, ToolError
 from harness.tools.base import ToolContext
-from harness.tools.outbound_action import OutboundAction, Prepared
-from harness.tools.outbound_preview import field_lines, masked_url, safe_ident, safe_text
+from harness.tools.outbound.action import OutboundAction, Prepared
+from harness.tools.outbound.preview import field_lines, masked_url, safe_ident, safe_text
 
 EXAMPLE = {"remote": "origin", "branch": "fix-wordcount", "key": "push-fix-1"}
 MAX_BUNDLE_BYTES = 200 * 1024 * 1024

@@ -6,13 +6,13 @@ from typing import Any
 
 from harness.config import ToolsConfig
 from harness.errors import EditError
-from harness.tools import patching
 from harness.tools.base import Effect, Tool, ToolContext
-from harness.tools.changes import Change, commit, once, read_current
-from harness.tools.edit import KEY_SCHEMA
+from harness.tools.editing import unified_diff
+from harness.tools.editing.commit import Change, commit, once, read_current
+from harness.tools.editing.edit import KEY_SCHEMA
+from harness.tools.editing.edit_state import file_lock
+from harness.tools.editing.render import region
 from harness.tools.paths import confine, display, resolve_in_sandbox
-from harness.tools.render import region
-from harness.tools.state import file_lock
 
 DESCRIPTION = """\
 Apply a unified diff (`--- a/path`, `+++ b/path`, `@@` hunks with a few context lines) to one or \
@@ -40,11 +40,11 @@ def apply_patch_tool(config: ToolsConfig) -> Tool:
         return once(ctx, "apply_patch", {"patch": patch, "key": key}, lambda: _apply(ctx, config, patch))
 
     return Tool("apply_patch", DESCRIPTION, PARAMETERS, Effect.SANDBOX, run,
-                example={"patch": patching.EXAMPLE})
+                example={"patch": unified_diff.EXAMPLE})
 
 
 def _apply(ctx: ToolContext, config: ToolsConfig, text: str) -> str:
-    files = patching.parse(text)
+    files = unified_diff.parse(text)
     names = [n for fp in files for n in (fp.source, fp.target) if n is not None]
     paths = [confine(n, for_write=True) for n in names]
     touched = [confine(fp.source or fp.target or "", for_write=True) for fp in files]
@@ -70,16 +70,16 @@ def _apply(ctx: ToolContext, config: ToolsConfig, text: str) -> str:
     return _result(changes, spans, config, notes)
 
 
-def _plan(ctx: ToolContext, fp: patching.FilePatch) -> tuple[list[Change], list[tuple[int, int]]]:
+def _plan(ctx: ToolContext, fp: unified_diff.FilePatch) -> tuple[list[Change], list[tuple[int, int]]]:
     """The changes one file section makes, checked but not written."""
     if fp.source is None:
         assert fp.target is not None
-        new, spans = patching.apply("", fp.hunks, fp.target)
+        new, spans = unified_diff.apply("", fp.hunks, fp.target)
         return [_create(ctx, fp.target, new)], spans
     current = read_current(ctx, fp.source)
     assert current is not None
     shown = display(current.realpath)
-    new, spans = patching.apply(current.text, fp.hunks, shown)
+    new, spans = unified_diff.apply(current.text, fp.hunks, shown)
     if fp.target is None:
         if new.strip():
             raise EditError(f"the patch deletes {shown} but its hunks do not remove all of it "

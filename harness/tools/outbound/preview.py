@@ -9,7 +9,7 @@ as ``exаmple.com`` (Cyrillic ``а``) shows as ``ex\\u0430mple.com``.
 
 Nothing the model sends is masked: the human approves what they can read. The only values a preview
 hides are ones the operator supplied (a credential the host adds when the request runs, see
-`harness.tools.outbound_credentials`), and the preview names where each came from (`operator_value`).
+`harness.tools.outbound.credentials`), and the preview names where each came from (`operator_value`).
 
 Renderers (console, web page, CLI) show previews inside a gutter (see `gutter`) and sanitise again
 when they display, because the database is not trusted to hold only clean text. Every other string

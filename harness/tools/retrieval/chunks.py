@@ -15,7 +15,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from harness.tools.lint import parse_python
+from harness.tools.editing.lint import parse_python
 
 WINDOW = 40
 

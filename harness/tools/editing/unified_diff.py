@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import unidiff
 
 from harness.errors import EditError
-from harness.tools.anchors import near_miss
-from harness.tools.render import numbered
+from harness.tools.editing.anchors import near_miss
+from harness.tools.editing.render import numbered
 
 HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
 EXAMPLE = ("--- a/pkg/core.py\n+++ b/pkg/core.py\n@@ -17,3 +17,3 @@\n     counts = count(text)\n"

@@ -2,7 +2,7 @@
 (a redirect would be a request nobody approved); the response comes back as the observation.
 
 The preview shows every header and the body the model sent, unmasked. A request to a URL the
-operator holds a credential for (`harness.tools.outbound_credentials`) gets that credential's headers from
+operator holds a credential for (`harness.tools.outbound.credentials`) gets that credential's headers from
 the host at execution: the stored request names the credential, the preview hides its value and says
 where it comes from, and a model header of the same name is refused.
 """
@@ -19,14 +19,14 @@ from urllib.parse import urlsplit
 from harness.config import Config
 from harness.errors import ToolArgumentsError, ToolError
 from harness.tools.base import ToolContext
-from harness.tools.outbound_action import OutboundAction, Prepared
-from harness.tools.outbound_credentials import (
+from harness.tools.outbound.action import OutboundAction, Prepared
+from harness.tools.outbound.credentials import (
     Credential,
     credential_for,
     credential_named,
     load_credentials,
 )
-from harness.tools.outbound_preview import (
+from harness.tools.outbound.preview import (
     body_preview,
     field_lines,
     has_non_ascii,

@@ -15,7 +15,7 @@ from typing import Mapping
 from harness.config import ToolsConfig
 from harness.errors import ToolError
 from harness.tools.base import Effect, Tool, ToolContext
-from harness.tools.code_index import CodeIndex, SyncReport
+from harness.tools.retrieval.code_index import CodeIndex, SyncReport
 from sandbox.api import STATE_DIR, WORKDIR, Sandbox
 
 SERVICE = "code_index"

@@ -24,8 +24,8 @@ from harness.config import Config
 from harness.environments.wheelhouse import WheelhouseError, download_wheels
 from harness.errors import TaskError, ToolArgumentsError, ToolError
 from harness.tools.base import ToolContext
-from harness.tools.outbound_action import OutboundAction, Prepared
-from harness.tools.outbound_preview import field_lines, masked_url, operator_value, safe_ident
+from harness.tools.outbound.action import OutboundAction, Prepared
+from harness.tools.outbound.preview import field_lines, masked_url, operator_value, safe_ident
 
 WHEELHOUSE = "/tmp/harness/wheelhouse"
 DEFAULT_INDEX = "https://pypi.org/simple"

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from harness.config import ToolsConfig
-from harness.tools.anchors import replace_once
 from harness.tools.base import Effect, Tool, ToolContext
-from harness.tools.changes import Change, commit, once, read_current
+from harness.tools.editing.anchors import replace_once
+from harness.tools.editing.commit import Change, commit, once, read_current
+from harness.tools.editing.edit_state import file_lock
+from harness.tools.editing.render import region
 from harness.tools.paths import confine, display
-from harness.tools.render import region
-from harness.tools.state import file_lock
 
 DESCRIPTION = """\
 Replace one exact piece of a file with new text. `old` must occur exactly once in the file, \

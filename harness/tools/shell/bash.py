@@ -7,7 +7,7 @@ from typing import Any
 from harness.config import ToolsConfig
 from harness.errors import ToolError
 from harness.tools.base import Effect, Tool, ToolContext
-from harness.tools.truncation import ERROR_PATTERN, Budget, format_observation
+from harness.tools.shell.truncation import ERROR_PATTERN, Budget, format_observation
 from sandbox.api import ExecResult, Sandbox
 from sandbox.errors import ChannelClosed
 

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from harness.errors import EditError
-from harness.tools import lint
 from harness.tools.base import ToolContext
+from harness.tools.editing import lint
+from harness.tools.editing.edit_state import Applied, EditState, args_fingerprint, edit_state
+from harness.tools.editing.render import decode_for_edit
 from harness.tools.paths import check_resolved, confine, display
-from harness.tools.render import decode_for_edit
-from harness.tools.state import Applied, EditState, args_fingerprint, edit_state
 
 VIEW_AGAIN = "view it again and redo the edit on what it holds now"
 

@@ -1,9 +1,9 @@
 """Outbound tools: everything that leaves the sandbox. Held for approval, run once, from the host.
 
-The types (`OutboundAction`, `Prepared`, `outbound_tool`) live in outbound_action.py; this module
-assembles a session's outbound tools. Built-in actions live beside it: `http_request` in
-outbound_http.py, `pip_download` in outbound_pip.py, `git_push` in outbound_git.py; their previews are
-built with outbound_preview.py and operator credentials come from outbound_credentials.py.
+The types (`OutboundAction`, `Prepared`, `outbound_tool`) live in action.py; this module assembles a
+session's outbound tools. Built-in actions live beside it: `http_request` in http_request.py,
+`pip_download` in pip_download.py, `git_push` in git_push.py; their previews are built with preview.py
+and operator credentials come from credentials.py.
 
 Operators add their own through the entry-point group `harness.outbound_tools` (see
 docs/approvals.md): an entry point names an `OutboundAction`, or a callable taking the `Config` and
@@ -17,10 +17,10 @@ from importlib.metadata import entry_points
 from harness.config import Config
 from harness.errors import ConfigError
 from harness.tools.base import Tool
-from harness.tools.outbound_action import OutboundAction, outbound_tool
-from harness.tools.outbound_git import git_push_action
-from harness.tools.outbound_http import http_request_action
-from harness.tools.outbound_pip import pip_download_action
+from harness.tools.outbound.action import OutboundAction, outbound_tool
+from harness.tools.outbound.git_push import git_push_action
+from harness.tools.outbound.http_request import http_request_action
+from harness.tools.outbound.pip_download import pip_download_action
 
 ENTRY_POINT_GROUP = "harness.outbound_tools"
 
