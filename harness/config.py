@@ -11,12 +11,16 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping, get_args
 
 from platformdirs import user_state_dir
 
 from harness.errors import ConfigError
 from sandbox.api import Limits
+
+ApprovalMode = Literal["ask", "queue", "deny"]
+"""What happens to an outbound request no policy rule decided; harness/approval/wiring.py says each."""
+APPROVAL_MODES: tuple[ApprovalMode, ...] = get_args(ApprovalMode)
 
 
 def _default_state_dir() -> Path:
@@ -72,7 +76,7 @@ class ModelConfig:
 @dataclass(frozen=True)
 class ApprovalConfig:
     state_dir: Path = field(default_factory=_default_state_dir)   # holds approvals.sqlite3
-    mode: str = "auto"            # ask | queue | deny; auto = ask on a terminal, deny otherwise
+    mode: ApprovalMode | Literal["auto"] = "auto"   # auto = ask on a terminal, deny otherwise
     policy_file: Path | None = None   # TOML rules that approve/deny by tool and argument patterns
     timeout_seconds: float = 600.0    # a request with no decision after this long expires
     poll_seconds: float = 0.25        # how often a waiting session looks for a decision made elsewhere

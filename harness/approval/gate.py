@@ -22,12 +22,10 @@ from typing import Any, Protocol
 from harness.approval.policy import Policy
 from harness.approval.queue import ApprovalQueue
 from harness.approval.records import DecisionRefused, Request, canonical_hash
+from harness.config import ApprovalMode
 from harness.errors import ApprovalDenied, ToolError
 from harness.tools.base import ToolContext
 from harness.tools.outbound.action import OutboundAction
-
-MODES = ("ask", "queue", "deny")
-
 
 class Prompt(Protocol):
     def ask(self, queue: ApprovalQueue, request: Request, deadline: float) -> Request: ...
@@ -39,7 +37,7 @@ class ApprovalGate:
 
     queue: ApprovalQueue
     policy: Policy
-    mode: str = "ask"                 # ask: terminal prompt if any + elsewhere; queue: elsewhere only; deny
+    mode: ApprovalMode = "ask"        # ask: terminal prompt if any + elsewhere; queue: elsewhere only; deny
     timeout: float = 600.0
     prompt: Prompt | None = None
     poll_interval: float = 0.2

@@ -16,25 +16,26 @@ import sys
 from typing import Any, TextIO
 
 from harness.approval.console import ConsolePrompt
-from harness.approval.gate import MODES, ApprovalGate
+from harness.approval.gate import ApprovalGate
 from harness.approval.policy import load_policy
 from harness.approval.queue import ApprovalQueue
-from harness.config import Config
+from harness.config import APPROVAL_MODES, ApprovalMode, Config
 from harness.errors import ConfigError
 from harness.tools.base import Tool
 from harness.tools.outbound.registry import outbound_tools
 
 
-def resolve_mode(mode: str | None, stdin: TextIO | None = None, stdout: TextIO | None = None) -> str:
+def resolve_mode(mode: str | None, stdin: TextIO | None = None, stdout: TextIO | None = None) -> ApprovalMode:
     """The effective mode: `auto` (or None) becomes ask on a terminal and deny otherwise."""
     mode = mode or "auto"
     if mode == "auto":
         stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
         return "ask" if stdin.isatty() and stdout.isatty() else "deny"
-    if mode not in MODES:
-        raise ConfigError(f"approval mode {mode!r} is not one of {['auto', *MODES]}; "
-                          "e.g. `harness run --approve deny` for an unattended run")
-    return mode
+    for known in APPROVAL_MODES:
+        if mode == known:
+            return known
+    raise ConfigError(f"approval mode {mode!r} is not one of {['auto', *APPROVAL_MODES]}; "
+                      "e.g. `harness run --approve deny` for an unattended run")
 
 
 def make_gate(config: Config, mode: str | None = None, *, stdin: TextIO | None = None,

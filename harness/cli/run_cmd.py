@@ -22,7 +22,7 @@ from rich.text import Text
 from harness import checks
 from harness.approval.wiring import resolve_mode
 from harness.cli.common import print_safe, safe_line, stderr_progress
-from harness.config import Config, Secrets, load
+from harness.config import APPROVAL_MODES, Config, Secrets, load
 from harness.core.task import Task, load_task
 from harness.errors import ConfigError, TaskError
 from harness.loop import StepEvent, StopReason
@@ -77,7 +77,7 @@ def add_session_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tool-format", choices=["native", "react"], help="native tool calls or a ReAct text prompt")
     p.add_argument("--attempts", type=int, help="Reflexion: attempts while the tests fail (default 1)")
     p.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://localhost:8000/v1")
-    p.add_argument("--approve", choices=["auto", "ask", "queue", "deny"],
+    p.add_argument("--approve", choices=["auto", *APPROVAL_MODES],
                    help="who approves outbound calls: ask (prompt here, or `harness approvals`), queue (no "
                         "prompt), deny (policy rules only); auto = ask on a terminal, else deny")
 
