@@ -26,11 +26,11 @@ from typing import Any, Callable, Literal, Sequence
 
 from harness.config import Config
 from harness.errors import ConfigError, HarnessError, ModelError, ModelTruncated
+from harness.history import apply_window
 from harness.messages import Message, ToolResult, ToolUse
 from harness.models.base import MALFORMED, Model, ModelResponse, Usage, cost_usd
 from harness.tools.base import ToolContext
 from harness.tools.catalog import Catalog
-from harness.tools.history import apply_window
 from harness.trajectory import TrajectoryWriter
 from sandbox.errors import SandboxError
 
