@@ -23,20 +23,21 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from harness.errors import UnsafePathError
 from harness.loop import StopReason
 from sandbox.text import safe_json
 
-STATUSES = ("resolved", "unresolved", "patch_failed", "empty_patch", "error")
+InstanceStatus = Literal["resolved", "unresolved", "patch_failed", "empty_patch", "error"]
+"""How one instance ended: graded (the first three), no patch to grade, or the infrastructure failed."""
 DONE = "done"
 
 
 @dataclass
 class InstanceRecord:
     instance_id: str
-    status: str                       # one of STATUSES
+    status: InstanceStatus
     model_name_or_path: str
     model_patch: str | None = None
     error: str | None = None          # infrastructure error: what failed, and its message
@@ -90,7 +91,7 @@ def write_outputs(out: Path, ids: list[str], records: dict[str, InstanceRecord],
 
 
 def build_report(ids: list[str], records: dict[str, InstanceRecord], model: str) -> dict[str, Any]:
-    def with_status(*statuses: str) -> list[str]:
+    def with_status(*statuses: InstanceStatus) -> list[str]:
         return sorted(i for i in ids if i in records and records[i].status in statuses)
 
     completed = with_status("resolved", "unresolved", "patch_failed")

@@ -21,7 +21,7 @@ from harness.evaluation.grading import Grade, grade_patch
 from harness.evaluation.instances import Prediction
 from harness.evaluation.options import Cancelled, EvalOptions
 from harness.evaluation.progress import Events
-from harness.evaluation.report import InstanceRecord
+from harness.evaluation.report import InstanceRecord, InstanceStatus
 from harness.models.factory import make_model
 from harness.session import run_session
 from sandbox.images import ensure_image
@@ -110,10 +110,11 @@ class Stages:
         write_grade_files(folder, task, grade)
         record.flaky = grade.flaky
         record.tests_resolved = grade.resolved if grade.runs else None
-        record.status = status_of(patch, grade)
+        record.status = instance_status(patch, grade)
 
 
-def status_of(patch: str | None, grade: Grade) -> str:
+def instance_status(patch: str | None, grade: Grade) -> InstanceStatus:
+    """The status of an instance whose patch was graded (or was empty)."""
     if not patch or not patch.strip():
         return "empty_patch"
     if not grade.patch_applied:

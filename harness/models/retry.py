@@ -23,14 +23,15 @@ TRANSIENT_STATUS = frozenset({408, 409, 429})
 TRANSIENT_CLASSES = frozenset({"APIConnectionError", "APITimeoutError"})
 
 
-def status_of(exc: BaseException) -> int | None:
+def http_status_of(exc: BaseException) -> int | None:
+    """The HTTP status code a provider SDK's exception carries, if any."""
     status = getattr(exc, "status_code", None)
     return status if isinstance(status, int) else None
 
 
 def is_transient(exc: BaseException) -> bool:
     """Whether trying the same request again may succeed."""
-    status = status_of(exc)
+    status = http_status_of(exc)
     if status is not None:
         return status in TRANSIENT_STATUS or status >= 500
     return any(cls.__name__ in TRANSIENT_CLASSES for cls in type(exc).__mro__)
@@ -80,7 +81,7 @@ def call_with_retries(fn: Callable[[], T], *, provider: str, config: ModelConfig
 
 
 def describe(exc: BaseException, provider: str, attempts: int) -> str:
-    status = status_of(exc)
+    status = http_status_of(exc)
     what = f"HTTP {status}" if status is not None else type(exc).__name__
     detail = str(exc)[:500]
     if status in (401, 403):
