@@ -38,7 +38,7 @@ from harness.models.base import Model, Usage
 from harness.tools.base import ToolContext
 from harness.tools.catalog import default_catalog
 from harness.trajectory import TrajectoryWriter, read_lines
-from harness.workspace import replay, run_tests, sandbox_patch, start_baseline
+from harness.workspace import replay, run_task_tests, sandbox_patch, start_baseline
 from sandbox.api import ExecResult, SandboxSpec
 from sandbox.docker_sandbox import DockerSandbox
 from sandbox.images import ensure_image
@@ -152,7 +152,7 @@ def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, 
         if task.test_cmd:
             say(f"running the tests: {task.test_cmd}")
             t1 = time.monotonic()
-            tests = run_tests(box, task, config)
+            tests = run_task_tests(box, task, config)
             test_seconds = time.monotonic() - t1
             checks.write_file(where / "tests.txt",
                               f"$ {task.test_cmd}\n[exit {tests.exit_code}]\n{_tail(tests, 100_000)}\n")

@@ -48,7 +48,7 @@ def sandbox_patch(box: Sandbox) -> str:
     return box.read_file(PATCH_FILE).data.decode("utf-8", errors="replace")
 
 
-def run_tests(box: Sandbox, task: Task, config: Config) -> ExecResult:
+def run_task_tests(box: Sandbox, task: Task, config: Config) -> ExecResult:
     """The task's test command in the workspace; a failing or timed-out run is a result, not an error."""
     assert task.test_cmd
     return box.exec(task.test_cmd, timeout=config.loop.test_timeout)

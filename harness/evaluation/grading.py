@@ -129,7 +129,7 @@ def grade_patch(task: Task, model_patch: str | None, image: str, *, runs: int = 
                 grade.patch_output, grade.patch_applied = outcome.output, outcome.applied
             if not outcome.applied:
                 return grade
-            grade.runs.append(run_tests(box, task, timeout))
+            grade.runs.append(run_graded_tests(box, task, timeout))
     return grade
 
 
@@ -195,8 +195,8 @@ def _in_box(box: Sandbox, command: str, what: str, env: dict[str, str]) -> None:
                            "image needs git and python3 (the sandbox image has both)")
 
 
-def run_tests(box: Sandbox, task: Task, timeout: float) -> TestRun:
-    """Run the task's tests once in `box`, output in OUTPUT_FILE."""
+def run_graded_tests(box: Sandbox, task: Task, timeout: float) -> TestRun:
+    """Run the task's tests once in `box` (output in OUTPUT_FILE) and judge them against the task's lists."""
     result = box.exec(f"( {task.test_cmd} ) > {OUTPUT_FILE} 2>&1", timeout=timeout, save_output=False)
     try:
         output = box.read_file(OUTPUT_FILE).data.decode("utf-8", errors="replace")

@@ -57,7 +57,7 @@ def import_ray() -> ModuleType:
 
 
 @dataclass(frozen=True)
-class Attempt:
+class Execution:
     """One execution of an item: where it ran."""
 
     node_id: str
@@ -72,7 +72,7 @@ class Outcome(Generic[X, R]):
     item: X
     result: R | None
     error: str | None = None          # set when no attempt finished: the last failure, with its type
-    attempts: tuple[Attempt, ...] = ()
+    attempts: tuple[Execution, ...] = ()
     reaped: tuple[str, ...] = ()      # containers and volumes of earlier attempts removed on retry
 
     @property
@@ -85,16 +85,16 @@ class Ledger:
     """Counts the executions of each item; lives in one actor on the driver's node."""
 
     def __init__(self) -> None:
-        self._attempts: dict[int, list[Attempt]] = {}
+        self._attempts: dict[int, list[Execution]] = {}
 
-    def begin(self, key: int, attempt: Attempt) -> list[Attempt]:
+    def begin(self, key: int, attempt: Execution) -> list[Execution]:
         """Record `attempt` of item `key`; returns the attempts before it."""
         earlier = self._attempts.setdefault(key, [])
         before = list(earlier)
         earlier.append(attempt)
         return before
 
-    def attempts(self, key: int) -> list[Attempt]:
+    def attempts(self, key: int) -> list[Execution]:
         return list(self._attempts.get(key, []))
 
 
@@ -103,10 +103,10 @@ def reap_here() -> list[str]:
     return reap(client_or_default())
 
 
-def execute(job: Callable[[X], R], item: X, key: int, ledger: Any) -> tuple[R, tuple[Attempt, ...], tuple[str, ...]]:
+def execute(job: Callable[[X], R], item: X, key: int, ledger: Any) -> tuple[R, tuple[Execution, ...], tuple[str, ...]]:
     """The Ray task: sign the ledger, reap what an earlier attempt left here, run the job."""
     import ray  # optional extra; this runs on a Ray worker, where it is installed
-    me = Attempt(node_id=ray.get_runtime_context().get_node_id(), host=socket.gethostname(), pid=os.getpid())
+    me = Execution(node_id=ray.get_runtime_context().get_node_id(), host=socket.gethostname(), pid=os.getpid())
     before = ray.get(ledger.begin.remote(key, me))
     reaped = tuple(reap_here()) if before else ()
     return job(item), (*before, me), reaped
