@@ -25,6 +25,7 @@ from harness.approval.console import describe
 from harness.approval.queue import ApprovalQueue
 from harness.approval.records import STATUSES, DecisionRefused, UnknownRequest
 from harness.approval.web import make_server
+from harness.cli.common import EXIT_FAILED, EXIT_NOT_CONFIRMED, EXIT_USAGE
 from harness.config import load
 from harness.errors import ApprovalError
 from harness.tools.outbound.preview import gutter, safe_ident, safe_text
@@ -77,10 +78,10 @@ def _run(args: argparse.Namespace) -> int:
                 "export": _export}[args.action](queue, args)
     except DecisionRefused as exc:
         print(f"harness approvals: {safe_text(str(exc))}", file=sys.stderr)
-        return 2 if exc.why == "unseen" else 1
+        return EXIT_USAGE if exc.why == "unseen" else EXIT_FAILED
     except (UnknownRequest, ApprovalError) as exc:
         print(f"harness approvals: {safe_text(str(exc))}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     finally:
         queue.close()
 
@@ -158,7 +159,7 @@ def _decide(queue: ApprovalQueue, args: argparse.Namespace) -> int:
         seen = _confirm(queue, args.id)
         if seen is None:
             print(f"not approved; request #{args.id} is unchanged", file=sys.stderr)
-            return 3
+            return EXIT_NOT_CONFIRMED
     r = queue.decide(args.id, approve, args.by, args.reason, seen_hash=seen)
     if args.json:
         print(json.dumps(r.to_dict(), indent=2))

@@ -24,6 +24,17 @@ from sandbox.docker_sandbox import DockerSandbox
 from sandbox.images import ensure_image
 from sandbox.text import escape_unsafe
 
+# The exit codes of every subcommand, defined here only. 124 and 125 follow `timeout(1)` and `docker run`;
+# 130 and 141 are the shell's for SIGINT and SIGPIPE.
+EXIT_FAILED = 1             # the work ran and did not succeed (tests fail, the agent did not finish, refused)
+EXIT_USAGE = 2              # bad input: arguments, config, a task or a request that does not exist
+EXIT_INFRA = 3              # the harness, Docker or the model API failed
+EXIT_NOT_CONFIRMED = 3      # `harness approvals approve` without --hash: the human did not confirm
+EXIT_TIMEOUT = 124          # `harness exec`: the command was killed at its timeout
+EXIT_HARNESS_FAILED = 125   # `harness exec`: the harness failed; the command did not run or its outcome is unknown
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+
 
 def safe_line(text: object, style: str = "") -> Text:
     """`text` as a rich `Text`: controls and invisible characters shown as escapes (`\\x1b`), and

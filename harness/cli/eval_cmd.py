@@ -18,7 +18,7 @@ from typing import Any
 
 from rich.console import Console
 
-from harness.cli.common import print_safe
+from harness.cli.common import EXIT_INFRA, print_safe
 from harness.cli.run_cmd import add_session_options, apply_options
 from harness.config import Config, Secrets, load
 from harness.core.task import Task, find_task_dirs, load_task
@@ -28,9 +28,6 @@ from harness.evaluation.options import EvalOptions
 from harness.evaluation.progress import LineEvents, LiveEvents, summary_table
 from harness.evaluation.ray_backend import check_address, import_ray
 from harness.evaluation.runner import run_evaluation
-
-EXIT_INFRA = 3
-
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("eval", help="evaluate an agent (or given predictions) on many tasks, SWE-bench style",

@@ -8,15 +8,11 @@ import json
 import sys
 from pathlib import Path
 
-from harness.cli.common import open_sandbox, print_safe
+from harness.cli.common import EXIT_HARNESS_FAILED, EXIT_TIMEOUT, open_sandbox, print_safe
 from harness.config import load
 from harness.errors import ConfigError, HarnessError
 from harness.tools.shell.bash import budget_of, run_command
 from sandbox.errors import SandboxError
-
-EXIT_HARNESS_FAILED = 125   # as `docker run`: the harness itself failed, the command did not run or its
-EXIT_TIMEOUT = 124          # outcome is unknown; 124 as `timeout(1)`: the command was killed at its timeout
-
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("exec", help="run one command in a fresh sandbox and print what the model would see",

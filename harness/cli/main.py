@@ -16,13 +16,11 @@ import threading
 import traceback
 from types import TracebackType
 
-from harness.cli.common import print_safe
+from harness.cli.common import EXIT_BROKEN_PIPE, EXIT_INFRA, EXIT_INTERRUPTED, EXIT_USAGE, print_safe
 from harness.errors import ConfigError, HarnessError, TaskError, UnsafePathError
 from sandbox.errors import DockerUnavailable, SandboxError
 
 SUBCOMMANDS = ["demo", "run", "exec", "shell", "sandbox", "tools", "approvals", "tasks", "eval"]
-
-EXIT_FAILED, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 1, 2, 3, 130, 141
 
 
 def build_parser() -> argparse.ArgumentParser:

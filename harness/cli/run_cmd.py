@@ -21,7 +21,7 @@ from rich.text import Text
 
 from harness import checks
 from harness.approval.wiring import resolve_mode
-from harness.cli.common import print_safe, safe_line, stderr_progress
+from harness.cli.common import EXIT_FAILED, EXIT_INFRA, print_safe, safe_line, stderr_progress
 from harness.config import APPROVAL_MODES, Config, Secrets, load
 from harness.core.task import Task, load_task
 from harness.errors import ConfigError, TaskError
@@ -234,8 +234,8 @@ def print_summary(task: Task, o: SessionOutcome) -> None:
 
 def exit_code(o: SessionOutcome) -> int:
     if o.stop_reason == "error":
-        return 3
+        return EXIT_INFRA
     if o.tests_passed is None:
-        return 0 if o.stop_reason == "end" else 1
-    return 0 if o.tests_passed else 1
+        return 0 if o.stop_reason == "end" else EXIT_FAILED
+    return 0 if o.tests_passed else EXIT_FAILED
 

@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from harness.cli.common import print_safe
+from harness.cli.common import EXIT_USAGE, print_safe
 from harness.core.task import check_task, find_task_dirs, load_task
 from harness.evaluation.instances import export_instances
 
@@ -52,7 +52,7 @@ def _check(args: argparse.Namespace) -> int:
         else:
             print_safe(sys.stdout, f"{d}: ok")
     print_safe(sys.stdout, f"{len(dirs) - bad} of {len(dirs)} task(s) valid")
-    return 2 if bad or not dirs else 0
+    return EXIT_USAGE if bad or not dirs else 0
 
 
 def _list(args: argparse.Namespace) -> int:
