@@ -44,7 +44,7 @@ from sandbox.docker_sandbox import DockerSandbox
 from sandbox.images import ensure_image
 from sandbox.text import safe_json
 
-Progress = Callable[["StepEvent | str"], None]
+SessionProgress = Callable[["StepEvent | str"], None]
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class SessionOutcome:
 
 
 def run_session(task: Task, model: Model, config: Config, out_dir: Path, *, image: str | None = None,
-                secrets: Secrets | None = None, progress: Progress | None = None,
+                secrets: Secrets | None = None, progress: SessionProgress | None = None,
                 resume_from: Path | None = None, labels: Mapping[str, str] | None = None) -> SessionOutcome:
     """Run the task with `model` in fresh sandboxes (one per attempt) and write the run's files.
 
@@ -129,7 +129,7 @@ def session_image(task: Task, config: Config, progress: Callable[[str], None] | 
 
 
 def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, number: int,
-             notes: list[str], say: Progress, resume_from: Path | None, labels: dict[str, str]) -> Attempt:
+             notes: list[str], say: SessionProgress, resume_from: Path | None, labels: dict[str, str]) -> Attempt:
 
     session = f"{task.id}-{uuid.uuid4().hex[:8]}"
     spec = SandboxSpec(image=image, session=session, project_dir=task.repo_dir, limits=config.sandbox.limits,
@@ -160,7 +160,7 @@ def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, 
 
 
 def _start_messages(task: Task, notes: list[str], number: int, resume_from: Path | None, catalog: Any,
-                    ctx: ToolContext, writer: TrajectoryWriter, say: Progress) -> list[Message]:
+                    ctx: ToolContext, writer: TrajectoryWriter, say: SessionProgress) -> list[Message]:
     if resume_from is not None:
         lines = read_lines(resume_from)
         messages = [Message.from_dict(d) for d in lines]
@@ -178,7 +178,7 @@ def _start_messages(task: Task, notes: list[str], number: int, resume_from: Path
     return messages
 
 
-def _reflect(model: Model, task: Task, attempt: Attempt, say: Progress) -> str:
+def _reflect(model: Model, task: Task, attempt: Attempt, say: SessionProgress) -> str:
     """The model's self-critique of a failed attempt ("" when the model cannot give one)."""
     assert attempt.tests is not None
     say("tests failed: asking the model for a self-critique")

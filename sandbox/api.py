@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 WORKDIR = "/workspace"
 """Where the project's files live inside the sandbox; commands run here."""
@@ -21,6 +21,9 @@ STATE_DIR = "/tmp/harness/state"
 """Per-session state the harness keeps inside the sandbox (idempotency keys, fingerprints)."""
 
 AGENT_UID = 1000
+
+Progress = Callable[[str], None]
+"""Where a long build (an image, a wheelhouse) reports what it is doing, one line at a time."""
 
 
 @dataclass(frozen=True)

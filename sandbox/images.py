@@ -23,15 +23,14 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import docker
 import docker.errors
 
+from sandbox.api import Progress
 from sandbox.docker_client import client_or_default
 from sandbox.errors import ImageError
-
-Progress = Callable[[str], None]
 
 CONTEXT_DIR = Path(__file__).parent   # the build context: the Dockerfiles and the channel server's files
 IMAGE_DIR = CONTEXT_DIR / "image"

@@ -22,7 +22,6 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Callable
 
 import docker
 import docker.errors
@@ -30,6 +29,7 @@ from packaging.requirements import Requirement
 
 from harness.core.task import Task
 from harness.environments.wheelhouse import WheelhouseError, build_wheelhouse, checked
+from sandbox.api import Progress
 from sandbox.docker_client import client_or_default
 from sandbox.errors import ImageError, SandboxError
 from sandbox.images import BASE_LABEL, build_context, image_exists
@@ -37,7 +37,6 @@ from sandbox.images import BASE_LABEL, build_context, image_exists
 REPOSITORY = "harness-env"
 HASH_LABEL = "harness.env.hash"
 RECIPE_VERSION = "2"
-Progress = Callable[[str], None]
 
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()

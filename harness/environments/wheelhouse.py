@@ -26,7 +26,6 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
-from typing import Callable
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
@@ -35,10 +34,10 @@ from packaging.utils import canonicalize_name
 from harness import checks
 from harness.errors import TaskError
 from harness.core.sources import cache_dir
+from sandbox.api import Progress
 
 GLIBC_MINOR = {"3.9": 31, "3.11": 36, "3.13": 41}   # Debian bullseye, bookworm, trixie
 MAX_ROUNDS = 20                                     # levels of the dependency tree
-Progress = Callable[[str], None]
 
 
 class WheelhouseError(Exception):
