@@ -11,6 +11,7 @@ import dataclasses
 from typing import Sequence
 
 from harness.config import Config
+from harness.core.sources import GIT_IDENTITY
 from harness.core.task import Task
 from harness.errors import HarnessError
 from harness.messages import Message
@@ -21,9 +22,8 @@ from sandbox.api import WORKDIR, ExecResult, Sandbox
 GIT_DIR = "/tmp/harness/git"
 PATCH_FILE = "/tmp/harness/patch.diff"
 EXCLUDE = ["__pycache__/", "*.pyc", ".pytest_cache/", ".mypy_cache/", ".ruff_cache/", "*.egg-info/"]
-GIT_ENV = {"GIT_DIR": GIT_DIR, "GIT_WORK_TREE": WORKDIR, "GIT_AUTHOR_NAME": "harness",
-           "GIT_AUTHOR_EMAIL": "harness@localhost", "GIT_COMMITTER_NAME": "harness",
-           "GIT_COMMITTER_EMAIL": "harness@localhost", "GIT_CONFIG_NOSYSTEM": "1", "HOME": "/tmp/harness"}
+GIT_ENV = {"GIT_DIR": GIT_DIR, "GIT_WORK_TREE": WORKDIR, **GIT_IDENTITY, "GIT_CONFIG_NOSYSTEM": "1",
+           "HOME": "/tmp/harness"}
 
 
 def _git(box: Sandbox, script: str, what: str, timeout: float = 300.0) -> ExecResult:

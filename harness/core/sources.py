@@ -32,6 +32,9 @@ MAX_SOURCE_FILES = 100_000
 """Cap on a project's member count: the sandbox's `SandboxSpec.max_copy_files`."""
 
 GIT_APPLY = ("git", "apply", "--verbose", "--whitespace=nowarn", "-")
+GIT_IDENTITY = {"GIT_AUTHOR_NAME": "harness", "GIT_AUTHOR_EMAIL": "harness@localhost",
+                "GIT_COMMITTER_NAME": "harness", "GIT_COMMITTER_EMAIL": "harness@localhost"}
+"""Who the harness's own commits (baselines, exported task sources) are by, so git needs no user config."""
 GNU_PATCH = ("patch", "--batch", "--fuzz=5", "-p1", "--forward", "--no-backup-if-mismatch", "--reject-file=-")
 
 

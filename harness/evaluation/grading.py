@@ -27,7 +27,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.core.sources import GIT_APPLY, GNU_PATCH, PatchOutcome, patched_files
+from harness.core.sources import GIT_APPLY, GIT_IDENTITY, GNU_PATCH, PatchOutcome, patched_files
 from harness.core.task import Task
 from harness.evaluation.testlog import TestsVerdict, judge, parse_pytest_log
 from sandbox.api import WORKDIR, Sandbox, SandboxSpec
@@ -37,8 +37,7 @@ from sandbox.errors import SandboxError
 STAGE_DIR = "/tmp/harness/grading"
 OUTPUT_FILE = "/tmp/harness/test_output.txt"
 _BASELINE_ENV = {"GIT_DIR": f"{STAGE_DIR}/base.git", "GIT_WORK_TREE": WORKDIR, "GIT_LITERAL_PATHSPECS": "1",
-                 "GIT_AUTHOR_NAME": "harness", "GIT_AUTHOR_EMAIL": "harness@localhost",
-                 "GIT_COMMITTER_NAME": "harness", "GIT_COMMITTER_EMAIL": "harness@localhost"}
+                 **GIT_IDENTITY}
 _PATCH_ENV = {"GIT_CEILING_DIRECTORIES": "/"}
 
 # Runs inside the sandbox: removes what stands where a test file goes (a link or file in place of a

@@ -20,7 +20,7 @@ from typing import Any, Iterable
 
 from harness import checks
 from harness.errors import TaskError
-from harness.core.sources import checkout_commit, extract_tarball, sources_root
+from harness.core.sources import GIT_IDENTITY, checkout_commit, extract_tarball, sources_root
 from harness.core.task import Task, check_meta, task_from_meta
 from sandbox.text import safe_json
 
@@ -195,8 +195,7 @@ def export_instances(tasks: list[Task], out: Path, repos: Path) -> list[dict[str
 
 def _archive(task: Task, tarball: Path) -> str:
     """Commit the task's files with fixed metadata (a reproducible base_commit) and archive them."""
-    env = {**os.environ, "GIT_AUTHOR_NAME": "harness", "GIT_AUTHOR_EMAIL": "harness@localhost",
-           "GIT_COMMITTER_NAME": "harness", "GIT_COMMITTER_EMAIL": "harness@localhost",
+    env = {**os.environ, **GIT_IDENTITY,
            "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z"}
     with tempfile.TemporaryDirectory(prefix="harness-export-") as tmp:
         git = ["git", "--git-dir", f"{tmp}/git", "--work-tree", str(task.repo_dir)]
