@@ -5,7 +5,8 @@
     ├── UnknownToolError            no tool has that name (the message lists the tools that exist)
     ├── PathError                   a path outside the workspace, `..`, a symlink leading out
     ├── EditError                   anchor missing/ambiguous, hunk mismatch, stale fingerprint, lint
-    └── ApprovalDenied              a human or a policy refused an outbound action
+    ├── ApprovalDenied              a human or a policy refused an outbound action
+    └── ChannelLost                 the sandbox's channel died during the call (restarted; outcome unknown)
 
     HarnessError                    ours: stops the run loudly (never shown to the model as a result)
     ├── ConfigError                 bad configuration or command-line input
@@ -46,6 +47,10 @@ class EditError(ToolError):
 
 
 class ApprovalDenied(ToolError):
+    pass
+
+
+class ChannelLost(ToolError):
     pass
 
 

@@ -137,7 +137,7 @@ class AgentLoop:
         for call in calls:
             if failure is not None:
                 results.append(ToolResult(call.id, f"not run: the harness stopped after an earlier call "
-                                          f"failed ({failure})", is_error=True))
+                                          f"failed ({failure})", is_error=True, error_kind="harness"))
                 continue
             started = time.monotonic()
             try:
@@ -145,7 +145,8 @@ class AgentLoop:
             except (HarnessError, SandboxError) as exc:
                 failure = exc
                 result = ToolResult(call.id, f"not run to completion: the harness failed: "
-                                    f"{type(exc).__name__}: {exc}", is_error=True)
+                                    f"{type(exc).__name__}: {exc}", is_error=True,
+                                    error_kind="sandbox" if isinstance(exc, SandboxError) else "harness")
             seconds = time.monotonic() - started
             self.tool_seconds += seconds
             results.append(result)
@@ -159,7 +160,8 @@ class AgentLoop:
     def _execute(self, call: ToolUse) -> ToolResult:
         bad = call.input.get(MALFORMED)
         if isinstance(bad, dict):
-            return ToolResult(call.id, str(bad.get("error", "the call could not be read")), is_error=True)
+            return ToolResult(call.id, str(bad.get("error", "the call could not be read")), is_error=True,
+                              error_kind="parsing")
         return self.catalog.execute(call, self.ctx)
 
     def _resume_pending(self) -> None:

@@ -4,7 +4,7 @@ A `Tool` has a name, a description written for a newly arrived colleague, a JSON
 arguments (with `required` and `additionalProperties: false`), an effect class the approval policy
 reads, and the function that runs it. The function receives a `ToolContext` and the validated
 arguments, returns the observation text, and raises `harness.errors.ToolError` for anything the
-model should read as an error observation.
+model should read as an error observation; `error_kind` says which kind of error each one is.
 """
 
 from __future__ import annotations
@@ -12,6 +12,17 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
+
+from harness.errors import (
+    ApprovalDenied,
+    ChannelLost,
+    EditError,
+    PathError,
+    ToolArgumentsError,
+    ToolError,
+    UnknownToolError,
+)
+from harness.messages import ToolErrorKind
 
 if TYPE_CHECKING:
     from sandbox.api import Sandbox
@@ -34,6 +45,28 @@ class ToolContext:
 
 
 ToolFunction = Callable[..., str]
+
+ERROR_KINDS: dict[type[Exception], ToolErrorKind] = {
+    ToolArgumentsError: "validation",
+    UnknownToolError: "unknown_tool",
+    PathError: "path",
+    EditError: "edit",
+    ApprovalDenied: "approval",
+    ChannelLost: "sandbox",
+    FileNotFoundError: "path",
+    IsADirectoryError: "path",
+    NotADirectoryError: "path",
+    PermissionError: "permission",
+}
+"""The one mapping from an error a tool call raised to the kind its result carries."""
+
+
+def error_kind(exc: ToolError | OSError) -> ToolErrorKind:
+    """The kind of `exc`: that of its nearest class in ERROR_KINDS, else "tool" (any other ToolError)."""
+    for cls in type(exc).__mro__:
+        if cls in ERROR_KINDS:
+            return ERROR_KINDS[cls]
+    return "tool"
 
 
 @dataclass(frozen=True)

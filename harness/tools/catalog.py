@@ -2,7 +2,8 @@
 
 `Catalog.execute` never raises `ToolError`: a bad call (unknown tool, arguments that do not match
 the schema) and a tool's own refusal become a `ToolResult` with `is_error=True` whose text names
-what was wrong, the value, what was expected and a correct example. Errors of the harness itself
+what was wrong, the value, what was expected and a correct example, and whose `error_kind`
+(`harness.tools.base.error_kind`) says which kind of error it was. Errors of the harness itself
 (`HarnessError`, `SandboxError`) propagate and stop the run.
 """
 
@@ -18,7 +19,7 @@ from jsonschema.exceptions import SchemaError, ValidationError
 from harness.config import Config
 from harness.errors import HarnessError, ToolArgumentsError, ToolError, UnknownToolError
 from harness.messages import ToolResult, ToolUse
-from harness.tools.base import Effect, Tool, ToolContext
+from harness.tools.base import Effect, Tool, ToolContext, error_kind
 from harness.tools.editing.apply_patch import apply_patch_tool
 from harness.tools.editing.edit import edit_tool
 from harness.tools.editing.view import view_tool
@@ -59,11 +60,12 @@ class Catalog:
         try:
             text = self._run(call, dataclasses.replace(ctx, tool_use_id=call.id))
         except ToolError as exc:
-            return ToolResult(call.id, str(exc), is_error=True)
+            return ToolResult(call.id, str(exc), is_error=True, error_kind=error_kind(exc))
         except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as exc:
             return ToolResult(call.id, f"{call.name} could not access {exc.filename or 'a file'}: "
                                        f"{exc.strerror or exc} (tools act as the sandbox's unprivileged user); "
-                                       "check the path with bash, e.g. `ls -l <path>`", is_error=True)
+                                       "check the path with bash, e.g. `ls -l <path>`",
+                              is_error=True, error_kind=error_kind(exc))
         return ToolResult(call.id, text or EMPTY_OUTPUT)
 
     def _run(self, call: ToolUse, ctx: ToolContext) -> str:

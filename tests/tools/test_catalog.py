@@ -7,7 +7,16 @@ from typing import Any
 import pytest
 
 from harness.config import Config
-from harness.errors import HarnessError, ToolError, UnknownToolError
+from harness.errors import (
+    ApprovalDenied,
+    ChannelLost,
+    EditError,
+    HarnessError,
+    PathError,
+    ToolArgumentsError,
+    ToolError,
+    UnknownToolError,
+)
 from harness.messages import ToolUse
 from harness.tools.base import Effect, Tool, ToolContext
 from harness.tools.catalog import Catalog, default_catalog
@@ -103,3 +112,27 @@ def test_default_catalog_is_small_distinct_and_well_formed() -> None:
         assert len(spec["description"]) < 800
     extra = Tool("http_request", "Fetch a URL (held for approval).", SCHEMA, Effect.OUTBOUND, _record)
     assert default_catalog(Config(), [extra]).effect_of("http_request") is Effect.OUTBOUND
+
+
+def _raise(exc: Exception) -> Tool:
+    def run(ctx: ToolContext, **args: Any) -> str:
+        raise exc
+    return Tool("act", "Act on a file.", SCHEMA, Effect.SANDBOX, run, example={"path": "a.py"})
+
+
+@pytest.mark.parametrize("exc, kind", [
+    (ToolArgumentsError("bad"), "validation"), (PathError("outside"), "path"), (EditError("stale"), "edit"),
+    (ApprovalDenied("denied"), "approval"), (ChannelLost("died"), "sandbox"), (ToolError("failed"), "tool"),
+    (FileNotFoundError(2, "No such file or directory", "/workspace/a.py"), "path"),
+    (IsADirectoryError(21, "Is a directory", "/workspace/pkg"), "path"),
+    (PermissionError(13, "Permission denied", "/workspace/a.py"), "permission")])
+def test_each_tool_error_reaches_the_model_with_its_kind(exc: Exception, kind: str) -> None:
+    result = Catalog([_raise(exc)]).execute(ToolUse("u7", "act", {"path": "a.py"}), CTX)
+    assert result.is_error and result.error_kind == kind
+
+
+def test_a_bad_call_is_a_validation_error_an_unknown_name_its_own_kind_and_success_has_none() -> None:
+    catalog = Catalog([TOOL])
+    assert catalog.execute(ToolUse("u8", "look", {"line": 0}), CTX).error_kind == "validation"
+    assert catalog.execute(ToolUse("u9", "lok", {"path": "a.py"}), CTX).error_kind == "unknown_tool"
+    assert catalog.execute(ToolUse("u10", "look", {"path": "a.py"}), CTX).error_kind is None

@@ -176,3 +176,11 @@ def test_non_utf8_file_is_refused_by_edit_with_a_way_out(agent: Agent) -> None:
     utf8 = agent.put("utf8.txt", "café\n")
     agent.ok("view", path=utf8)
     agent.ok("edit", path=utf8, old="café", new="cafe")
+
+
+def test_refusals_of_the_file_tools_carry_their_kind(agent: Agent) -> None:
+    path = agent.put("kinds.py", "x = 1\n")
+    assert agent.call("edit", path=path, old="x = 1", new="x = 2").error_kind == "edit"   # never viewed
+    assert agent.call("view", path=f"{agent.folder}/nope.py").error_kind == "path"
+    assert agent.call("view", path="../etc/passwd").error_kind == "path"
+    assert agent.call("view", path=path).error_kind is None

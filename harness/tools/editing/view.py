@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 
 from harness.config import ToolsConfig
-from harness.errors import PathError, ToolError
+from harness.errors import PathError
 from harness.tools.base import Effect, Tool, ToolContext
 from harness.tools.editing.edit_state import edit_state
 from harness.tools.editing.render import numbered
@@ -39,7 +39,7 @@ def _view(ctx: ToolContext, config: ToolsConfig, path: str, line: int) -> str:
     try:
         data = ctx.sandbox.read_file(absolute, max_bytes=MAX_VIEW_BYTES)
     except FileNotFoundError:
-        raise ToolError(f"{path!r} does not exist (looked for {absolute}); list the project with "
+        raise PathError(f"{path!r} does not exist (looked for {absolute}); list the project with "
                         "view(path=\".\") or find files with search") from None
     except IsADirectoryError:
         return _listing(ctx, path)

@@ -12,7 +12,7 @@ import json
 import shlex
 
 from harness.config import ToolsConfig
-from harness.errors import ToolError
+from harness.errors import PathError, ToolError
 from harness.tools.base import Effect, Tool, ToolContext
 from harness.tools.paths import display, resolve_in_sandbox
 from sandbox.api import WORKDIR
@@ -79,7 +79,7 @@ def _render(data: dict, pattern: str, path: str, cap: int) -> str:
     where = "the project" if path in (".", "", WORKDIR) else repr(path)
     if data["total"] == 0:
         if data["rc"] >= 2 and "No such file or directory" in data["err"]:
-            raise ToolError(f"search failed: {path!r} does not exist ({data['err'].strip()[:200]}); give "
+            raise PathError(f"search failed: {path!r} does not exist ({data['err'].strip()[:200]}); give "
                             "a file or directory of the project, or leave `path` out to search everything")
         if data["rc"] >= 2:
             raise ToolError(f"search failed for pattern {pattern!r} in {where}: {data['err'].strip()[:300]} "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.config import ToolsConfig
-from harness.errors import ToolError
+from harness.errors import ChannelLost
 from harness.tools.base import Effect, Tool, ToolContext
 from harness.tools.shell.truncation import ERROR_PATTERN, Budget, format_observation
 from sandbox.api import ExecResult, Sandbox
@@ -46,9 +46,9 @@ def bash_tool(config: ToolsConfig) -> Tool:
             return run_command(ctx.sandbox, command, seconds, budget)[1]
         except ChannelClosed as exc:
             ctx.sandbox.restart_channel()
-            raise ToolError(f"the sandbox's command channel died while running {command!r} (often the memory "
-                            f"limit killing it); it has been restarted, and the command's outcome is unknown: "
-                            f"check its effects before running it again. Detail: {exc}") from exc
+            raise ChannelLost(f"the sandbox's command channel died while running {command!r} (often the memory "
+                              f"limit killing it); it has been restarted, and the command's outcome is unknown: "
+                              f"check its effects before running it again. Detail: {exc}") from exc
 
     parameters: dict[str, Any] = {
         "type": "object",
