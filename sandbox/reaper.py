@@ -1,14 +1,16 @@
 """Finding and removing what the harness left behind.
 
-Every container and volume the harness creates carries `harness.managed=true`, the session, the
-host name and the pid of the harness process that owns it. A leftover is one whose owner process is
-gone (a crashed or killed run); `reap()` removes those, and with `everything=True` all of them.
+Every container the harness creates carries `harness.managed=true`, the session, the host name and
+the pid of the harness process that owns it. A leftover is one whose owner process is gone (a crashed
+or killed run); `reap()` removes those, and with `everything=True` all of them. `remove_containers()`
+is the one removal by label; the evaluation backends use it for the containers of one run.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+from typing import Callable
 
 import docker
 import docker.errors
@@ -40,29 +42,32 @@ def owner_alive(labels: dict[str, str]) -> bool:
 
 
 def reap(client: docker.DockerClient, *, everything: bool = False, session: str | None = None) -> list[str]:
-    """Remove harness containers and volumes whose owner process is gone; return their names.
-
-    Lists with the low-level API (no inspect per container), so containers that other runs remove
-    at the same moment are simply skipped.
-    """
+    """Remove harness containers whose owner process is gone (all of them with `everything`, all of
+    `session`'s with `session`); return their names."""
     selector = [f"{MANAGED}=true"] + ([f"harness.session={session}"] if session else [])
+    if everything or session:
+        return remove_containers(client, selector)
+    return remove_containers(client, selector, keep=owner_alive)
+
+
+def remove_containers(client: docker.DockerClient, labels: list[str],
+                      keep: Callable[[dict[str, str]], bool] | None = None) -> list[str]:
+    """Remove the containers (running or not, with their anonymous volumes) carrying every label in
+    `labels` ("key=value"), except those whose labels `keep` accepts; return their names.
+
+    Lists with the low-level API, because `containers.list()` inspects each container afterwards and
+    fails when one is removed in between; containers that others remove at the same moment are skipped.
+    """
     removed: list[str] = []
-    for container in client.api.containers(all=True, filters={"label": selector}):
-        if everything or session or not owner_alive(container.get("Labels") or {}):
-            name = (container.get("Names") or [container["Id"]])[0].lstrip("/")
-            try:
-                client.api.remove_container(container["Id"], force=True, v=True)
-                removed.append(name)
-            except docker.errors.NotFound:
-                pass
-            except docker.errors.APIError as exc:
-                if exc.status_code != 409:   # 409: another reaper is already removing it
-                    raise
-    for volume in client.api.volumes(filters={"label": selector}).get("Volumes") or []:
-        if everything or session or not owner_alive(volume.get("Labels") or {}):
-            try:
-                client.api.remove_volume(volume["Name"], force=True)
-                removed.append(volume["Name"])
-            except docker.errors.APIError:
-                pass
+    for container in client.api.containers(all=True, filters={"label": labels}):
+        if keep is not None and keep(container.get("Labels") or {}):
+            continue
+        try:
+            client.api.remove_container(container["Id"], force=True, v=True)
+            removed.append((container.get("Names") or [container["Id"]])[0].lstrip("/"))
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:   # 409: another reaper is already removing it
+                raise
     return removed

@@ -21,7 +21,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                    help="auto: official python:X-slim image when a registry answers, else debootstrap Debian")
     b.add_argument("--force", action="store_true", help="rebuild even when an up-to-date image exists")
     b.set_defaults(func=_build)
-    r = actions.add_parser("reap", help="remove containers and volumes left by crashed harness runs")
+    r = actions.add_parser("reap", help="remove containers left by crashed harness runs")
     r.add_argument("--all", action="store_true", help="remove every harness container, even of live runs")
     r.add_argument("--json", action="store_true", help="print the removed names as JSON")
     r.set_defaults(func=_reap)

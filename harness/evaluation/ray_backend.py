@@ -31,14 +31,12 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable, Generic, Iterator, Sequence, TypeVar
 
-import docker.errors
-
 from harness.errors import ConfigError
 from harness.evaluation.ray_cluster import LocalCluster, is_loopback, keep_loopback
 from harness.evaluation.ray_resources import DOCKER_RESOURCE, DOCKER_SLIVER, TaskResources, check_capacity
 from sandbox.docker_client import client_or_default
 from sandbox.errors import SandboxError
-from sandbox.reaper import reap
+from sandbox.reaper import reap, remove_containers
 
 X = TypeVar("X")
 R = TypeVar("R")
@@ -208,14 +206,7 @@ def _run(ray: ModuleType, job: Callable[[X], R], items: Sequence[X], resources_p
 
 def remove_labelled(label: str) -> list[str]:
     """Remove this machine's containers that carry `label` ("key=value"); their names."""
-    client, removed = client_or_default(), []
-    for container in client.api.containers(all=True, filters={"label": label}):
-        try:
-            client.api.remove_container(container["Id"], force=True, v=True)
-            removed.append((container.get("Names") or [container["Id"]])[0].lstrip("/"))
-        except docker.errors.NotFound:
-            pass
-    return removed
+    return remove_containers(client_or_default(), [label])
 
 
 def _on_node(ray: ModuleType, function: Callable[..., Any], node_id: str) -> Any:

@@ -10,13 +10,12 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
-import docker
-import docker.errors
-
 from harness.core.task import Task
 from harness.evaluation.backends import Batch
 from harness.evaluation.instance import evaluate_instance
 from harness.evaluation.options import RUN_LABEL
+from sandbox.docker_client import client_or_default
+from sandbox.reaper import remove_containers
 
 
 class ThreadPoolBackend:
@@ -36,9 +35,9 @@ class ThreadPoolBackend:
         except BaseException:
             cancel.set()
             pool.shutdown(wait=False, cancel_futures=True)
-            removed = remove_containers(batch.run_id)
+            removed = _remove_run_containers(batch.run_id)
             _wait_for_workers(pool, timeout=30.0)
-            removed += remove_containers(batch.run_id)
+            removed += _remove_run_containers(batch.run_id)
             batch.report()
             stages.events.message(f"stopped: removed {removed} container(s); finished instances are kept in "
                                   f"{batch.out}, rerun with --resume to continue")
@@ -53,17 +52,6 @@ def _wait_for_workers(pool: ThreadPoolExecutor, timeout: float) -> None:
         thread.join(max(0.0, deadline - time.monotonic()))
 
 
-def remove_containers(run_id: str) -> int:
-    """Remove every container of the run `run_id` (running or not); returns how many.
-
-    The low-level listing is used because `containers.list()` inspects each container afterwards
-    and fails when one is removed in between, which is exactly what happens while a run unwinds.
-    """
-    client = docker.from_env()
-    found = client.api.containers(all=True, filters={"label": f"{RUN_LABEL}={run_id}"})
-    for entry in found:
-        try:
-            client.api.remove_container(entry["Id"], force=True, v=True)
-        except docker.errors.NotFound:
-            pass
-    return len(found)
+def _remove_run_containers(run_id: str) -> int:
+    """Remove every container of the run `run_id` (running or not); returns how many."""
+    return len(remove_containers(client_or_default(), [f"{RUN_LABEL}={run_id}"]))
