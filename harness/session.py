@@ -30,7 +30,7 @@ from harness import checks
 from harness.approval.wiring import outbound_tools_for_session
 from harness.config import Config, Secrets
 from harness.core.task import Task
-from harness.environments.images import ensure_env_image
+from harness.environments.images import ensure_env_image, sandbox_image
 from harness.errors import ModelError
 from harness.loop import AgentLoop, LoopResult, StepEvent, StopReason
 from harness.messages import Message, TextBlock, system, user
@@ -41,7 +41,6 @@ from harness.trajectory import TrajectoryWriter, read_lines
 from harness.workspace import replay, run_task_tests, sandbox_patch, start_baseline
 from sandbox.api import ExecResult, SandboxSpec
 from sandbox.docker_sandbox import DockerSandbox
-from sandbox.images import ensure_image
 from sandbox.text import safe_json
 
 SessionProgress = Callable[["StepEvent | str"], None]
@@ -120,9 +119,7 @@ def session_image(task: Task, config: Config, progress: Callable[[str], None] | 
     built for the task's Python), plus the task's requirements and install_cmd when it has any (the
     same environment image `harness eval` grades in)."""
     say = progress or (lambda _message: None)
-    base = config.sandbox.image
-    if base == "auto":
-        base = ensure_image(python=task.python or config.sandbox.python, base=config.sandbox.base, progress=say)
+    base = sandbox_image(config, task.python or config.sandbox.python, say)
     if not task.requirements and not task.install_cmd:
         return base
     return ensure_env_image(task, base, progress=say)

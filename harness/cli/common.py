@@ -19,9 +19,9 @@ from rich.console import Console
 from rich.text import Text
 
 from harness.config import Config, load
+from harness.environments.images import sandbox_image
 from sandbox.api import SandboxSpec
 from sandbox.docker_sandbox import DockerSandbox
-from sandbox.images import ensure_image
 from sandbox.text import escape_unsafe
 
 # The exit codes of every subcommand, defined here only. 124 and 125 follow `timeout(1)` and `docker run`;
@@ -58,18 +58,16 @@ def stderr_progress(prefix: str = "harness") -> Callable[[str], None]:
     return report
 
 
-def sandbox_image(config: Config, quiet: bool = False) -> str:
-    if config.sandbox.image != "auto":
-        return config.sandbox.image
+def _cli_sandbox_image(config: Config, quiet: bool) -> str:
     progress = (lambda _m: None) if quiet else stderr_progress("sandbox build")
-    return ensure_image(python=config.sandbox.python, base=config.sandbox.base, progress=progress)
+    return sandbox_image(config, config.sandbox.python, progress)
 
 
 def open_sandbox(directory: Path | None, config: Config | None = None, session: str | None = None,
                  quiet: bool = False) -> DockerSandbox:
     """A started sandbox holding `directory`'s files (caller closes it, or uses `with`)."""
     config = config or load()[0]
-    spec = SandboxSpec(image=sandbox_image(config, quiet), session=session or f"cli-{uuid.uuid4().hex[:8]}",
+    spec = SandboxSpec(image=_cli_sandbox_image(config, quiet), session=session or f"cli-{uuid.uuid4().hex[:8]}",
                        project_dir=directory, limits=config.sandbox.limits)
     box = DockerSandbox(spec)
     box.start()

@@ -27,12 +27,13 @@ import docker
 import docker.errors
 from packaging.requirements import Requirement
 
+from harness.config import Config
 from harness.core.task import Task
 from harness.environments.wheelhouse import WheelhouseError, build_wheelhouse, checked
 from sandbox.api import Progress
 from sandbox.docker_client import client_or_default
 from sandbox.errors import ImageError, SandboxError
-from sandbox.images import BASE_LABEL, build_context, image_exists
+from sandbox.images import BASE_LABEL, build_context, ensure_image, image_exists
 
 REPOSITORY = "harness-env"
 HASH_LABEL = "harness.env.hash"
@@ -48,6 +49,14 @@ class EnvironmentBuildError(SandboxError):
 
 def _quiet(_: str) -> None:
     return None
+
+
+def sandbox_image(config: Config, python: str, progress: Progress = _quiet) -> str:
+    """The sandbox image to run in: config.sandbox.image, or with "auto" the one built locally for
+    `python` (built now if it does not exist yet)."""
+    if config.sandbox.image != "auto":
+        return config.sandbox.image
+    return ensure_image(python=python, base=config.sandbox.base, progress=progress)
 
 
 def env_hash(task: Task, base_image: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from harness import checks
 from harness.config import Config, Secrets
 from harness.core.task import Task
-from harness.environments.images import ensure_env_image
+from harness.environments.images import ensure_env_image, sandbox_image
 from harness.evaluation.grading import Grade, grade_patch
 from harness.evaluation.instances import Prediction
 from harness.evaluation.options import Cancelled, EvalOptions
@@ -24,7 +24,6 @@ from harness.evaluation.progress import Events
 from harness.evaluation.report import InstanceRecord, InstanceStatus
 from harness.models.factory import make_model
 from harness.session import run_session
-from sandbox.images import ensure_image
 
 REFERENCE_MODELS = ("gold", "empty")
 
@@ -54,11 +53,9 @@ class Stages:
             if not text.startswith("Step "):
                 self.events.message(f"{task.id}: {text}")
 
-        if self.config.sandbox.image != "auto":
-            base = self.config.sandbox.image
-        else:
+        if self.config.sandbox.image == "auto":
             self.events.stage(task.id, f"sandbox image for Python {task.python}")
-            base = ensure_image(python=task.python, base=self.config.sandbox.base, progress=say)
+        base = sandbox_image(self.config, task.python, say)
         image = ensure_env_image(task, base, progress=say,
                                  direct_references=self.options.allow_direct_references)
         record.durations["environment"] = round(time.monotonic() - t0, 3)
