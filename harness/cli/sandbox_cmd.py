@@ -1,4 +1,4 @@
-"""`harness sandbox build|reap|limits`: the sandbox image and leftover containers."""
+"""`harness sandbox build|reap|prune`: the sandbox image, leftover containers and stale images."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from sandbox.reaper import reap
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("sandbox", help="build the sandbox image, remove leftover containers")
+    p = sub.add_parser("sandbox", help="build the sandbox image, remove leftover containers and stale images")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     b = actions.add_parser("build", help="build the sandbox image (only when its inputs changed)")
     b.add_argument("--python", default="3.11", help=f"Python version in the image (offline: {', '.join(PYTHON_RELEASES)})")
