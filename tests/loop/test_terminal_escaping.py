@@ -31,7 +31,7 @@ TASK = str(REPO_ROOT / "tasks" / "wordcount")
 COLS, ROWS = 200, 150
 
 CLEAR, TITLE, MARKUP = "\x1b[2J", "\x1b]0;T\x07", "[reverse]X[/reverse]"
-ATTACK = f"bash{CLEAR}{TITLE}{MARKUP}"                    # the tool name of issue 10, item 5
+ATTACK = f"bash{CLEAR}{TITLE}{MARKUP}"                    # a tool name that clears the screen, sets the title, styles
 SHOWN = r"bash\x1b[2J\x1b]0;T\x07[reverse]X[/reverse]"     # what the operator must read instead
 FAKE_LINE = "view\n  turn   9  write"                      # a tool name faking a progress line of its own
 
