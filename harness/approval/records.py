@@ -17,12 +17,14 @@ import os
 import socket
 import sqlite3
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from harness.errors import ApprovalError
 
-STATUSES = ("pending", "approved", "denied", "expired", "executing", "done", "failed")
-TERMINAL = ("denied", "done", "failed")
+RequestStatus = Literal["pending", "approved", "denied", "expired", "executing", "done", "failed"]
+"""Where a request is in its life; the module docstring of harness/approval/queue.py draws the transitions."""
+STATUSES: tuple[RequestStatus, ...] = get_args(RequestStatus)
+TERMINAL: tuple[RequestStatus, ...] = ("denied", "done", "failed")
 
 
 def canonical_hash(value: Any) -> str:
@@ -66,7 +68,7 @@ RefusedWhy = Literal["decided", "changed", "unseen"]
 
 
 class DecisionRefused(ApprovalError):
-    def __init__(self, message: str, *, request_id: int, status: str, why: RefusedWhy) -> None:
+    def __init__(self, message: str, *, request_id: int, status: RequestStatus, why: RefusedWhy) -> None:
         super().__init__(message)
         self.request_id, self.status, self.why = request_id, status, why
 
@@ -81,7 +83,7 @@ class Request:
     args: dict[str, Any]
     preview: str
     request_hash: str
-    status: str
+    status: RequestStatus
     created_at: float
     decided_at: float | None
     decided_by: str | None
