@@ -135,9 +135,9 @@ def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, 
     t0 = time.monotonic()
     with DockerSandbox(spec) as box:
         start_baseline(box)
-        tools, services = outbound_tools_for_session(config, session, config.approval.mode)
+        tools, approver = outbound_tools_for_session(config, session, config.approval.mode)
         catalog = default_catalog(config, extra=tools)
-        ctx = ToolContext(sandbox=box, session=session, services=services)
+        ctx = ToolContext(sandbox=box, session=session, approver=approver)
         writer = TrajectoryWriter(where / "trajectory.jsonl")
         messages = _start_messages(task, notes, number, resume_from, catalog, ctx, writer, say)
         setup = time.monotonic() - t0

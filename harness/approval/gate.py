@@ -33,7 +33,7 @@ class Prompt(Protocol):
 
 @dataclass
 class ApprovalGate:
-    """The "approver" service of a session (ToolContext.services["approver"])."""
+    """The approver of a session (`ToolContext.approver`)."""
 
     queue: ApprovalQueue
     policy: Policy

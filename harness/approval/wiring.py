@@ -1,7 +1,7 @@
 """How a session gets its outbound tools and the approver they report to.
 
 `harness run` calls `outbound_tools_for_session(config, session, mode)`, adds the tools to the
-catalog and the services to `ToolContext.services`. `mode` is the run's `--approve` value:
+catalog and gives the approver to `ToolContext.approver`. `mode` is the run's `--approve` value:
 
     ask     a human decides: on this terminal when there is one (prompt), and from anywhere else
             (`harness approvals approve ID --hash H`, the web page); policy rules decide first
@@ -13,7 +13,7 @@ catalog and the services to `ToolContext.services`. `mode` is the run's `--appro
 from __future__ import annotations
 
 import sys
-from typing import Any, TextIO
+from typing import TextIO
 
 from harness.approval.console import ConsolePrompt
 from harness.approval.gate import ApprovalGate
@@ -52,7 +52,6 @@ def make_gate(config: Config, mode: str | None = None, *, stdin: TextIO | None =
                         poll_interval=approval.poll_seconds)
 
 
-def outbound_tools_for_session(config: Config, session: str, mode: str | None) -> tuple[list[Tool], dict[str, Any]]:
-    """The outbound tools of a session and the services ("approver") they need in ToolContext."""
-    gate = make_gate(config, mode)
-    return outbound_tools(config), {"approver": gate}
+def outbound_tools_for_session(config: Config, session: str, mode: str | None) -> tuple[list[Tool], ApprovalGate]:
+    """The outbound tools of a session and the approver they need (`ToolContext.approver`)."""
+    return outbound_tools(config), make_gate(config, mode)

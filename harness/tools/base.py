@@ -2,16 +2,17 @@
 
 A `Tool` has a name, a description written for a newly arrived colleague, a JSON Schema for its
 arguments (with `required` and `additionalProperties: false`), an effect class the approval policy
-reads, and the function that runs it. The function receives a `ToolContext` and the validated
-arguments, returns the observation text, and raises `harness.errors.ToolError` for anything the
-model should read as an error observation; `error_kind` says which kind of error each one is.
+reads, and the function that runs it. The function receives a `ToolContext` (what a call can
+reach: the sandbox, this session's edit state and code index, the approver of outbound calls) and
+the validated arguments, returns the observation text, and raises `harness.errors.ToolError` for
+anything the model should read as an error observation; `error_kind` says which kind each one is.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from harness.errors import (
     ApprovalDenied,
@@ -23,6 +24,8 @@ from harness.errors import (
     UnknownToolError,
 )
 from harness.messages import ToolErrorKind
+from harness.tools.editing.edit_state import EditState
+from harness.tools.retrieval.code_index import CodeIndex
 
 if TYPE_CHECKING:
     from sandbox.api import Sandbox
@@ -34,14 +37,27 @@ class Effect(str, enum.Enum):
     OUTBOUND = "outbound"    # leaves the sandbox: held for approval, run once by the host
 
 
+class Approver(Protocol):
+    """Holds an outbound call until it is approved, then runs it once (`harness.approval.gate.ApprovalGate`).
+
+    `action` is a `harness.tools.outbound.action.OutboundAction` (typed loosely here: that module
+    builds on this one).
+    """
+
+    def run(self, action: Any, arguments: dict[str, Any], ctx: ToolContext) -> str: ...
+
+
 @dataclass
 class ToolContext:
-    """What a tool call can reach. One per session; `tool_use_id` is set per call."""
+    """What a tool call can reach. One per session; `tool_use_id` is set per call (on a copy that
+    shares the session's edit state, code index and approver)."""
 
     sandbox: "Sandbox"
     session: str
     tool_use_id: str = ""
-    services: dict[str, Any] = field(default_factory=dict)   # e.g. "approver", "edit_state"
+    approver: Approver | None = None         # outbound tools hand their calls to it; None: none allowed
+    edit_state: EditState = field(default_factory=EditState)   # fingerprints and applied keys (editing/)
+    code_index: CodeIndex = field(default_factory=CodeIndex)   # find_code's index, kept in step with the files
 
 
 ToolFunction = Callable[..., str]

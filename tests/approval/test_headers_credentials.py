@@ -33,7 +33,7 @@ def _session(state: Path, mode: str, policy: str | None = None) -> tuple[dict[st
     config = Config()
     config = config.replace(approval=dataclasses.replace(config.approval, state_dir=state))
     gate = ApprovalGate(ApprovalQueue(state), load_policy(policy_file), mode=mode, timeout=30, poll_interval=0.05)
-    ctx = ToolContext(sandbox=None, session="s1", tool_use_id="toolu_1", services={"approver": gate})  # type: ignore[arg-type]
+    ctx = ToolContext(sandbox=None, session="s1", tool_use_id="toolu_1", approver=gate)  # type: ignore[arg-type]
     return {t.name: t for t in outbound_tools(config)}, ctx, gate
 
 

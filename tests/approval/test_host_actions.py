@@ -48,7 +48,7 @@ def _session(state: Path, box: Any, mode: str, policy: str | None, **approval: A
     config = Config()
     config = config.replace(approval=dataclasses.replace(config.approval, state_dir=state, **approval))
     gate = ApprovalGate(ApprovalQueue(state), load_policy(policy_file), mode=mode, timeout=60, poll_interval=0.05)
-    ctx = ToolContext(sandbox=box, session=box.session, tool_use_id="toolu_1", services={"approver": gate})
+    ctx = ToolContext(sandbox=box, session=box.session, tool_use_id="toolu_1", approver=gate)
     return {t.name: t for t in outbound_tools(config)}, ctx, gate
 
 

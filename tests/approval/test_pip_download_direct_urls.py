@@ -31,7 +31,7 @@ def _pip_download(state: Path, box: Any, index_url: str) -> Any:
     config = config.replace(approval=dataclasses.replace(config.approval, state_dir=state, pip_index_url=index_url))
     gate = ApprovalGate(ApprovalQueue(state), load_policy(state / "policy.toml"), mode="deny", timeout=60,
                         poll_interval=0.05)
-    ctx = ToolContext(sandbox=box, session=box.session, tool_use_id="toolu_1", services={"approver": gate})
+    ctx = ToolContext(sandbox=box, session=box.session, tool_use_id="toolu_1", approver=gate)
     tool = next(t for t in outbound_tools(config) if t.name == "pip_download")
     return lambda requirement, key: tool.function(ctx, requirement=requirement, key=key)
 

@@ -30,7 +30,7 @@ def _setup(state: Path, mode: str, policy_text: str | None = None, timeout: floa
     gate = ApprovalGate(ApprovalQueue(state), load_policy(policy_file), mode=mode, timeout=timeout,
                         poll_interval=0.05)
     tools = {t.name: t for t in outbound_tools(config)}
-    ctx = ToolContext(sandbox=None, session="s1", tool_use_id="toolu_9", services={"approver": gate})  # type: ignore[arg-type]
+    ctx = ToolContext(sandbox=None, session="s1", tool_use_id="toolu_9", approver=gate)  # type: ignore[arg-type]
     return tools, ctx, gate
 
 

@@ -1,11 +1,12 @@
 """A small world for loop tests: pure tools over an in-memory folder, and scripted models.
 
-The tools are real `Tool`s in a real `Catalog`; only the files are a dict instead of a sandbox, so
-the loop contract is tested without Docker. Sandbox-backed runs are in test_session.py.
+The tools are real `Tool`s in a real `Catalog`; only the sandbox is a `Shelf`, a dict of files and a
+count of calls, so the loop contract is tested without Docker. Sandbox-backed runs are in test_session.py.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness.config import Config, LoopConfig, ToolsConfig
@@ -20,12 +21,25 @@ def _obj(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
 
 
+@dataclass
+class Shelf:
+    """What the loop world's tools act on, in place of a sandbox."""
+
+    files: dict[str, str] = field(default_factory=lambda: dict(FILES))
+    calls: dict[str, int] = field(default_factory=dict)
+
+
+def shelf(ctx: ToolContext) -> Shelf:
+    assert isinstance(ctx.sandbox, Shelf), ctx.sandbox
+    return ctx.sandbox
+
+
 def make_catalog() -> Catalog:
     def files(ctx: ToolContext) -> dict[str, str]:
-        return ctx.services["files"]
+        return shelf(ctx).files
 
     def count(ctx: ToolContext, name: str) -> None:
-        calls = ctx.services.setdefault("calls", {})
+        calls = shelf(ctx).calls
         calls[name] = calls.get(name, 0) + 1
 
     def list_folder(ctx: ToolContext, folder: str) -> str:
@@ -56,7 +70,7 @@ def make_catalog() -> Catalog:
 
 
 def make_ctx() -> ToolContext:
-    return ToolContext(sandbox=None, session="loop-test", services={"files": dict(FILES)})  # type: ignore[arg-type]
+    return ToolContext(sandbox=Shelf(), session="loop-test")  # type: ignore[arg-type]  # the world's tools only
 
 
 def config(max_turns: int = 10, keep: int = 100, **loop: Any) -> Config:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Sequence
 
-from loopworld import call, config, text
+from loopworld import call, config, shelf, text
 from harness.loop import AgentLoop, run_loop
 from harness.messages import Message, system, user
 from harness.models.base import MALFORMED
@@ -40,7 +40,7 @@ def test_normal_end_after_four_turns_the_model_decides(catalog, ctx, tmp_path: P
     result = run_loop(model, catalog, ctx, START, config(), trajectory=writer)
     assert (result.stop_reason, result.turns, result.finished) == ("end", 4, True)
     assert result.final_text == "I added tomatoes, cucumber and eggs to list.txt."
-    assert ctx.services["files"]["list.txt"] == LIST
+    assert shelf(ctx).files["list.txt"] == LIST
     assert [len(seen) for seen in model.received] == [2, 4, 6, 8]
     assert len(result.messages) == 9
     assert_contract(result.messages)
@@ -58,7 +58,7 @@ def test_cap_answers_the_last_turns_calls_and_says_the_agent_did_not_finish(cata
     assert (result.stop_reason, result.turns, result.finished) == ("cap", 3, False)
     assert "turn limit (3) was reached before the agent finished" in result.final_text
     assert result.messages[-1].role == "user" and result.messages[-1].tool_results[0].content.startswith("wrote")
-    assert ctx.services["files"]["list.txt"] == LIST       # what the calls changed stays changed
+    assert shelf(ctx).files["list.txt"] == LIST       # what the calls changed stays changed
     assert_contract(result.messages)
 
 
@@ -66,7 +66,7 @@ def test_stubborn_model_repeating_the_same_call_is_stopped_by_the_cap(catalog, c
     stubborn = ScriptedModel([[call("list", folder="recipes/")] for _ in range(12)])
     result = run_loop(stubborn, catalog, ctx, START, config(max_turns=5))
     assert (result.stop_reason, result.turns) == ("cap", 5)
-    assert ctx.services["calls"] == {"list": 5} and stubborn.turns_left == 7
+    assert shelf(ctx).calls == {"list": 5} and stubborn.turns_left == 7
     assert_contract(result.messages)
 
 
@@ -75,8 +75,8 @@ def test_truncated_response_is_neither_run_nor_taken_as_the_end(catalog, ctx) ->
                                          "stop_reason": "max_tokens"}])
     result = run_loop(model, catalog, ctx, START, config())
     assert result.stop_reason == "truncated" and "cut by max_tokens" in result.final_text
-    assert ctx.services["files"]["list.txt"] == "bread, milk"      # the cut write never ran
-    assert ctx.services["calls"] == {"list": 1}
+    assert shelf(ctx).files["list.txt"] == "bread, milk"      # the cut write never ran
+    assert shelf(ctx).calls == {"list": 1}
     assert len(result.messages) == 4 and result.messages[-1].role == "user"   # not added to M
     assert_contract(result.messages)
 
@@ -95,7 +95,7 @@ def test_malformed_tool_calls_become_error_observations_and_the_model_recovers(c
     assert bad_json.is_error and bad_json.content == "not JSON; send an object"
     fixed = result.messages[5].tool_results[0]
     assert (fixed.is_error, fixed.content) == (False, "bread, milk")           # positive control
-    assert ctx.services["calls"] == {"read": 1}
+    assert shelf(ctx).calls == {"read": 1}
     assert result.stop_reason == "end"
 
 
@@ -140,7 +140,7 @@ def test_harness_failure_in_a_tool_stops_the_run_and_still_answers_every_call(ca
     first, second = result.messages[-1].tool_results
     assert first.is_error and "the harness failed: HarnessError: the sandbox channel died" in first.content
     assert second.is_error and second.content.startswith("not run:")
-    assert ctx.services["files"]["list.txt"] == "bread, milk"
+    assert shelf(ctx).files["list.txt"] == "bread, milk"
     assert_contract(result.messages)
 
 

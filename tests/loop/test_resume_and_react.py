@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loopworld import FILES, config, make_ctx, text
+from loopworld import FILES, config, make_ctx, shelf, text
 from test_loop_contract import LIST, SHOPPING, START, assert_contract
 from harness.loop import run_loop
 from harness.models.react import ReActModel
@@ -22,13 +22,13 @@ def test_run_resumed_from_its_trajectory_ends_like_an_uninterrupted_one(catalog,
     saved = load_trajectory(path)
     assert saved == first.messages
     ctx = make_ctx()
-    ctx.services["files"]["list.txt"] = "bread, milk"
+    shelf(ctx).files["list.txt"] = "bread, milk"
     second = run_loop(ScriptedModel(SHOPPING[2:]), catalog, ctx, saved, config(),
                       trajectory=TrajectoryWriter(path, append=True))
     assert (second.stop_reason, second.turns) == ("end", 4)       # turns count across the resume
     assert second.messages == whole.messages
     assert load_trajectory(path) == whole.messages
-    assert ctx.services["files"]["list.txt"] == LIST
+    assert shelf(ctx).files["list.txt"] == LIST
 
 
 def test_resume_answers_calls_left_unanswered_by_a_kill(catalog) -> None:
@@ -37,7 +37,7 @@ def test_resume_answers_calls_left_unanswered_by_a_kill(catalog) -> None:
     assert killed[-1].role == "assistant" and killed[-1].tool_uses
     ctx = make_ctx()
     result = run_loop(ScriptedModel(SHOPPING[3:]), catalog, ctx, killed, config())
-    assert result.stop_reason == "end" and ctx.services["files"]["list.txt"] == LIST
+    assert result.stop_reason == "end" and shelf(ctx).files["list.txt"] == LIST
     assert result.messages == full.messages
     assert_contract(result.messages)
 

@@ -9,6 +9,7 @@ import pytest
 from harness.config import Config
 from harness.errors import (
     ApprovalDenied,
+    ApprovalError,
     ChannelLost,
     EditError,
     HarnessError,
@@ -20,6 +21,7 @@ from harness.errors import (
 from harness.messages import ToolUse
 from harness.tools.base import Effect, Tool, ToolContext
 from harness.tools.catalog import Catalog, default_catalog
+from harness.tools.outbound.registry import outbound_tools
 
 RAN: list[dict[str, Any]] = []
 
@@ -136,3 +138,24 @@ def test_a_bad_call_is_a_validation_error_an_unknown_name_its_own_kind_and_succe
     assert catalog.execute(ToolUse("u8", "look", {"line": 0}), CTX).error_kind == "validation"
     assert catalog.execute(ToolUse("u9", "lok", {"path": "a.py"}), CTX).error_kind == "unknown_tool"
     assert catalog.execute(ToolUse("u10", "look", {"path": "a.py"}), CTX).error_kind is None
+
+
+def test_each_call_gets_its_id_on_a_copy_that_shares_the_sessions_state_and_approver() -> None:
+    seen: list[ToolContext] = []
+
+    def keep(ctx: ToolContext, **args: Any) -> str:
+        seen.append(ctx)
+        return "kept"
+
+    ctx = ToolContext(sandbox=None, session="s")  # type: ignore[arg-type]  # this tool never touches it
+    catalog = Catalog([Tool("keep", "Keep the context.", SCHEMA, Effect.READ, keep)])
+    catalog.execute(ToolUse("u11", "keep", {"path": "a"}), ctx)
+    catalog.execute(ToolUse("u12", "keep", {"path": "b"}), ctx)
+    assert [c.tool_use_id for c in seen] == ["u11", "u12"] and ctx.tool_use_id == ""
+    assert all(c.edit_state is ctx.edit_state and c.code_index is ctx.code_index for c in seen)
+
+
+def test_an_outbound_tool_in_a_session_without_an_approver_stops_the_run() -> None:
+    tool = {t.name: t for t in outbound_tools(Config())}["http_request"]
+    with pytest.raises(ApprovalError, match="without an approver"):
+        Catalog([tool]).execute(ToolUse("u13", "http_request", {"method": "GET", "url": "https://example.org/"}), CTX)

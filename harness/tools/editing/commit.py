@@ -23,7 +23,7 @@ from typing import Any, Callable
 from harness.errors import EditError
 from harness.tools.base import ToolContext
 from harness.tools.editing import lint
-from harness.tools.editing.edit_state import Applied, EditState, args_fingerprint, edit_state
+from harness.tools.editing.edit_state import Applied, EditState, args_fingerprint
 from harness.tools.editing.render import decode_for_edit
 from harness.tools.paths import check_resolved, confine, display
 
@@ -71,7 +71,7 @@ def read_current(ctx: ToolContext, path: str, *, must_exist: bool = True) -> Cur
         raise EditError(f"{path!r} is a directory, not a file; give a file path, e.g. "
                         f"\"{display(absolute)}/__init__.py\"") from None
     real = check_resolved(path, probe.realpath, for_write=True)
-    state = edit_state(ctx)
+    state = ctx.edit_state.load_once(ctx.sandbox, ctx.session)
     check_fingerprint(state, real, probe.sha256)
     text = state.cached_text(real, probe.sha256)
     if text is None:
@@ -134,7 +134,7 @@ def commit(ctx: ToolContext, changes: list[Change], *, lint_python: bool = True)
         raise EditError(f"{exc}\n" + (f"These files could not be put back and hold this call's version: "
                                       f"{', '.join(stuck)}; view them." if stuck
                                       else "No file was changed by this call.")) from None
-    state = edit_state(ctx)
+    state = ctx.edit_state.load_once(ctx.sandbox, ctx.session)
     for ch in changes:
         if ch.new_text is None:
             state.forget(ch.realpath)
@@ -142,7 +142,7 @@ def commit(ctx: ToolContext, changes: list[Change], *, lint_python: bool = True)
 
 
 def _apply(ctx: ToolContext, ch: Change) -> None:
-    state = edit_state(ctx)
+    state = ctx.edit_state.load_once(ctx.sandbox, ctx.session)
     if ch.new_text is None:
         _delete(ctx, ch.realpath, ch.old_sha256)
         return
@@ -168,7 +168,7 @@ def _delete(ctx: ToolContext, realpath: str, sha256: str) -> None:
 
 def _undo(ctx: ToolContext, ch: Change) -> str:
     """Put one applied change back; returns "" on success, else the file's name."""
-    state = edit_state(ctx)
+    state = ctx.edit_state.load_once(ctx.sandbox, ctx.session)
     if ch.new_text is None:
         out = ctx.sandbox.write_file(ch.realpath, (ch.old_text or "").encode(), expect_sha256="")
     elif ch.old_text is None:
@@ -185,7 +185,7 @@ def _undo(ctx: ToolContext, ch: Change) -> str:
 
 def once(ctx: ToolContext, tool: str, args: dict[str, Any], body: Callable[[], str]) -> str:
     """Run `body` unless this call's idempotency key was already applied in this session."""
-    state = edit_state(ctx)
+    state = ctx.edit_state.load_once(ctx.sandbox, ctx.session)
     key = str(args.get("key") or ctx.tool_use_id)
     digest = args_fingerprint(tool, args)
     done = state.lookup(ctx.sandbox, key) if key else None

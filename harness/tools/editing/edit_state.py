@@ -2,7 +2,8 @@
 
 `EditState` remembers, for this session, the SHA-256 of each file as last read or written through
 the tools (the compare-and-swap reference), and every editing call already applied, by key, with
-its result. It lives in `ToolContext.services["edit_state"]` and is kept inside the sandbox under
+its result. It lives in `ToolContext.edit_state`, is loaded on first use (`load_once`) and is kept
+inside the sandbox under
 `STATE_DIR/edits-<session>/`: `fingerprints.json`, and one small file per applied key in `keys/`
 (so an edit reads and writes a few hundred bytes of state however long the session is). A harness process
 that resumes the session with the same sandbox sees the same fingerprints and keys.
@@ -26,10 +27,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Iterator
 
-from harness.tools.base import ToolContext
 from sandbox.api import STATE_DIR, Sandbox
 
-SERVICE = "edit_state"
 TEXT_CACHE_FILES = 16
 
 
@@ -42,11 +41,27 @@ class Applied:
 
 @dataclass
 class EditState:
-    folder: str
+    folder: str = ""           # STATE_DIR/edits-<session>, set by load_once
     fingerprints: dict[str, str] = field(default_factory=dict)   # realpath -> sha256
     applied: dict[str, Applied] = field(default_factory=dict)    # idempotency key -> outcome
     resumed: bool = False      # state was found in the sandbox: keys may be stored there
+    loaded: bool = False       # load_once has run
     texts: "OrderedDict[str, tuple[str, str]]" = field(default_factory=OrderedDict)  # realpath -> (sha, text)
+
+    def load_once(self, sandbox: Sandbox, session: str) -> EditState:
+        """This state, read from the sandbox on first use (a resumed session finds its fingerprints there)."""
+        if self.loaded:
+            return self
+        with _LOCKS_GUARD:
+            if not self.loaded:
+                self.folder = state_folder(session)
+                try:
+                    self.fingerprints = dict(json.loads(sandbox.read_file(f"{self.folder}/fingerprints.json").data))
+                    self.resumed = True
+                except FileNotFoundError:
+                    pass
+                self.loaded = True
+        return self
 
     def record(self, realpath: str, sha256: str, text: str | None = None) -> None:
         self.fingerprints[realpath] = sha256
@@ -90,26 +105,6 @@ def _key_file(key: str) -> str:
 def state_folder(session: str) -> str:
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in session) or "session"
     return f"{STATE_DIR}/edits-{safe}"
-
-
-def edit_state(ctx: ToolContext) -> EditState:
-    """This session's edit state: from the services, else loaded from the sandbox, else new."""
-    state = ctx.services.get(SERVICE)
-    if state is not None:
-        return state
-    with _LOCKS_GUARD:
-        return ctx.services.get(SERVICE) or _load(ctx)
-
-
-def _load(ctx: ToolContext) -> EditState:
-    state = EditState(state_folder(ctx.session))
-    try:
-        state.fingerprints = dict(json.loads(ctx.sandbox.read_file(f"{state.folder}/fingerprints.json").data))
-        state.resumed = True
-    except FileNotFoundError:
-        pass
-    ctx.services[SERVICE] = state
-    return state
 
 
 def args_fingerprint(tool: str, args: dict[str, Any]) -> str:

@@ -7,7 +7,6 @@ import shlex
 from harness.config import ToolsConfig
 from harness.errors import PathError
 from harness.tools.base import Effect, Tool, ToolContext
-from harness.tools.editing.edit_state import edit_state
 from harness.tools.editing.render import numbered
 from harness.tools.paths import WRITE_ROOTS, check_resolved, confine, display, resolve_in_sandbox
 
@@ -49,7 +48,7 @@ def _view(ctx: ToolContext, config: ToolsConfig, path: str, line: int) -> str:
         return f"{shown} is a binary file ({data.size:,} bytes); not shown"
     whole = len(data.data) == data.size
     if any(real == root or real.startswith(root + "/") for root in WRITE_ROOTS):
-        state = edit_state(ctx)
+        state = ctx.edit_state.load_once(ctx.sandbox, ctx.session)
         known = state.fingerprints.get(real)
         state.record(real, data.sha256, _utf8(data.data) if whole else None)
         if known != data.sha256:

@@ -49,12 +49,10 @@ def outbound_tool(action: OutboundAction) -> Tool:
     params["additionalProperties"] = False
 
     def function(ctx: ToolContext, **arguments: Any) -> str:
-        approver = ctx.services.get("approver")
-        if approver is None:
+        if ctx.approver is None:
             raise ApprovalError(f"outbound tool {action.name!r} was called in a session without an approver; "
-                                "add the services of harness.approval.wiring.outbound_tools_for_session "
-                                "to ToolContext.services")
-        return str(approver.run(action, arguments, ctx))
+                                "give ToolContext the approver of harness.approval.wiring.outbound_tools_for_session")
+        return ctx.approver.run(action, arguments, ctx)
 
     return Tool(name=action.name, description=action.description + KEY_NOTE, parameters=params,
                 effect=Effect.OUTBOUND, function=function, example=action.example)

@@ -1,6 +1,6 @@
 """`find_code`: ranked retrieval (BM25) over the project's code chunks, kept in step with the files.
 
-The index lives in `ToolContext.services["code_index"]`. Before each query one command in the
+The index lives in `ToolContext.code_index`. Before each query one command in the
 sandbox lists the SHA-256 of every indexable file; files that are new or changed are fetched in
 one tar archive and re-indexed, files that are gone are dropped. The first query builds the index.
 """
@@ -15,10 +15,9 @@ from typing import Mapping
 from harness.config import ToolsConfig
 from harness.errors import ToolError
 from harness.tools.base import Effect, Tool, ToolContext
-from harness.tools.retrieval.code_index import CodeIndex, SyncReport
+from harness.tools.retrieval.code_index import SyncReport
 from sandbox.api import STATE_DIR, WORKDIR, Sandbox
 
-SERVICE = "code_index"
 MAX_FILE_BYTES = 512 * 1024
 EXTENSIONS = ("py", "pyi", "md", "rst", "txt", "cfg", "toml", "ini", "yaml", "yml", "json", "js", "ts",
               "jsx", "tsx", "c", "h", "cc", "cpp", "hpp", "go", "rs", "java", "rb", "sh", "sql", "html", "css")
@@ -46,9 +45,7 @@ def find_code_tool(config: ToolsConfig) -> Tool:
 
 
 def _find(ctx: ToolContext, query: str, k: int) -> str:
-    index = ctx.services.get(SERVICE)
-    if index is None:
-        index = ctx.services[SERVICE] = CodeIndex()
+    index = ctx.code_index
     report = index.sync(fingerprints(ctx.sandbox), lambda paths: fetch(ctx.sandbox, paths))
     if not index.chunks:
         return "the project has no text files to index (looked for source and text files under 512 KB)"
