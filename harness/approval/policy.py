@@ -35,11 +35,13 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping, get_args
 
 from harness.errors import ConfigError
 
-DECISIONS = ("approve", "deny", "ask")
+Decision = Literal["approve", "deny", "ask"]
+"""What a rule decides; "ask" leaves the request to the run's approval mode."""
+DECISIONS: tuple[Decision, ...] = get_args(Decision)
 RULE_KEYS = ("name", "tool", "decision", "match", "unless", "reason")
 EXAMPLE = '[[rules]]\nname = "pinned"\ntool = "pip_download"\ndecision = "approve"\nmatch = { requirement = "attrs==23\\\\..*" }'
 
@@ -48,7 +50,7 @@ EXAMPLE = '[[rules]]\nname = "pinned"\ntool = "pip_download"\ndecision = "approv
 class Rule:
     name: str
     tool: str
-    decision: str
+    decision: Decision
     match: dict[str, re.Pattern[str]] = field(default_factory=dict)
     unless: dict[str, re.Pattern[str]] = field(default_factory=dict)
     reason: str = ""
@@ -63,7 +65,7 @@ class Rule:
 
 @dataclass(frozen=True)
 class Verdict:
-    decision: str            # approve | deny | ask
+    decision: Decision
     rule: str | None         # the rule's name; None when no rule matched
     reason: str
 
