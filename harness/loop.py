@@ -42,7 +42,7 @@ StopReason = Literal["end", "cap", "truncated", "error", "budget"]
 class StepEvent:
     """Progress of a run, for a live display: a model answered, or a tool call finished."""
 
-    kind: str                   # "model" | "tool"
+    kind: Literal["model", "tool"]
     turn: int
     elapsed: float              # seconds since the loop started
     tool: str | None = None
