@@ -164,6 +164,8 @@ LAYERS_NEVER_IMPORT = {
     # a module under the key imports nothing under these prefixes (each layer points down only)
     "harness.core": ("harness.tools", "harness.models", "harness.approval", "harness.environments",
                      "harness.evaluation", "harness.cli", "harness.session", "harness.loop", "harness.workspace"),
+    "harness.history": ("harness.tools", "harness.models", "harness.approval", "harness.environments",
+                        "harness.evaluation", "harness.cli", "harness.session", "harness.loop", "harness.workspace"),
     "harness.environments": ("harness.tools", "harness.models", "harness.approval", "harness.evaluation",
                              "harness.cli", "harness.session", "harness.loop", "harness.workspace"),
     "harness.models": ("harness.tools", "harness.approval", "harness.evaluation", "harness.cli",
