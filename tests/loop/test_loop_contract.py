@@ -93,8 +93,9 @@ def test_malformed_tool_calls_become_error_observations_and_the_model_recovers(c
     assert 'A correct call: read({"path": "list.txt"})' in wrong_arg.content
     assert unknown.is_error and "there is no tool named 'reed'" in unknown.content
     assert bad_json.is_error and bad_json.content == "not JSON; send an object"
+    assert [r.error_kind for r in (wrong_arg, unknown, bad_json)] == ["validation", "unknown_tool", "parsing"]
     fixed = result.messages[5].tool_results[0]
-    assert (fixed.is_error, fixed.content) == (False, "bread, milk")           # positive control
+    assert (fixed.is_error, fixed.content, fixed.error_kind) == (False, "bread, milk", None)   # positive control
     assert shelf(ctx).calls == {"read": 1}
     assert result.stop_reason == "end"
 
@@ -140,6 +141,7 @@ def test_harness_failure_in_a_tool_stops_the_run_and_still_answers_every_call(ca
     first, second = result.messages[-1].tool_results
     assert first.is_error and "the harness failed: HarnessError: the sandbox channel died" in first.content
     assert second.is_error and second.content.startswith("not run:")
+    assert (first.error_kind, second.error_kind) == ("harness", "harness")
     assert shelf(ctx).files["list.txt"] == "bread, milk"
     assert_contract(result.messages)
 
