@@ -93,7 +93,7 @@ class DockerDeployment:
                                                      **container_options(self.spec))
 
     def stop(self) -> None:
-        """Remove the container and its anonymous volumes. Idempotent; a removal under way elsewhere is fine."""
+        """Remove the container (its tmpfs mounts go with it). Idempotent; a removal under way elsewhere is fine."""
         if self.container is None:
             return
         try:
