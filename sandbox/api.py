@@ -26,6 +26,10 @@ Progress = Callable[[str], None]
 """Where a long build (an image, a wheelhouse) reports what it is doing, one line at a time."""
 
 
+def quiet(_: str) -> None:
+    """The `Progress` that reports nothing."""
+
+
 @dataclass(frozen=True)
 class Limits:
     """Resource limits of one sandbox container. Every field is documented in docs/sandbox.md.

@@ -28,7 +28,7 @@ from typing import Iterator
 import docker
 import docker.errors
 
-from sandbox.api import Progress
+from sandbox.api import Progress, quiet
 from sandbox.docker_client import client_or_default
 from sandbox.errors import ImageError
 
@@ -41,10 +41,6 @@ BASE_LABEL = "harness.base"   # on images built FROM a sandbox image: which one 
 PYTHON_RELEASES = {"3.9": "bullseye", "3.11": "bookworm", "3.13": "trixie"}
 DEBIAN_PACKAGES = ["python3", "python3-pip", "python3-venv", "python3-pytest", "python3-pyflakes",
                    "git", "procps", "ca-certificates", "patch", "less"]
-
-
-def _quiet(_: str) -> None:
-    return None
 
 
 def release_for(python: str) -> str:
@@ -115,7 +111,7 @@ def registry_reachable(client: docker.DockerClient, python: str) -> bool:
 
 
 def ensure_image(python: str = "3.11", base: str = "auto", *, client: docker.DockerClient | None = None,
-                 progress: Progress = _quiet, force: bool = False) -> str:
+                 progress: Progress = quiet, force: bool = False) -> str:
     """The tag of an up-to-date sandbox image for `python`, building it if needed.
 
     Raises:
@@ -226,7 +222,7 @@ def _docker_build(client: docker.DockerClient, dockerfile: str, tag: str, builda
 
 
 def build_context(client: docker.DockerClient, context: Path, tag: str, *, labels: dict[str, str],
-                  progress: Progress = _quiet, dockerfile: str = "Dockerfile",
+                  progress: Progress = quiet, dockerfile: str = "Dockerfile",
                   buildargs: dict[str, str] | None = None, network: bool = False) -> None:
     """`docker build` of `context` into `tag` (labelled as the harness's), reporting each step.
 

@@ -30,7 +30,7 @@ from packaging.requirements import Requirement
 from harness.config import Config
 from harness.core.task import Task
 from harness.environments.wheelhouse import WheelhouseError, build_wheelhouse, checked
-from sandbox.api import Progress
+from sandbox.api import Progress, quiet
 from sandbox.docker_client import client_or_default
 from sandbox.errors import ImageError, SandboxError
 from sandbox.images import BASE_LABEL, build_context, ensure_image, image_exists
@@ -47,11 +47,7 @@ class EnvironmentBuildError(SandboxError):
     """A task's environment image could not be built (an infrastructure error, not the model's)."""
 
 
-def _quiet(_: str) -> None:
-    return None
-
-
-def sandbox_image(config: Config, python: str, progress: Progress = _quiet) -> str:
+def sandbox_image(config: Config, python: str, progress: Progress = quiet) -> str:
     """The sandbox image to run in: config.sandbox.image, or with "auto" the one built locally for
     `python` (built now if it does not exist yet)."""
     if config.sandbox.image != "auto":
@@ -95,7 +91,7 @@ def dockerfile(*, wheels: bool, install: bool) -> str:
 
 
 def ensure_env_image(task: Task, base_image: str, *, client: docker.DockerClient | None = None,
-                     progress: Progress = _quiet, direct_references: bool = False) -> str:
+                     progress: Progress = quiet, direct_references: bool = False) -> str:
     """The tag of `task`'s environment image, built on `base_image` if it does not exist yet.
     A requirement or dependency given as a URL (a wheel file) is fetched only with `direct_references`.
 
