@@ -39,7 +39,7 @@ from harness.tools.base import ToolContext
 from harness.tools.catalog import default_catalog
 from harness.trajectory import TrajectoryWriter, read_lines
 from harness.workspace import replay, run_task_tests, sandbox_patch, start_baseline
-from sandbox.api import ExecResult, SandboxSpec
+from sandbox.api import ExecResult, Progress, SandboxSpec, quiet
 from sandbox.docker_sandbox import DockerSandbox
 from sandbox.text import safe_json
 
@@ -114,15 +114,14 @@ def run_session(task: Task, model: Model, config: Config, out_dir: Path, *, imag
     return outcome
 
 
-def session_image(task: Task, config: Config, progress: Callable[[str], None] | None = None) -> str:
+def session_image(task: Task, config: Config, progress: Progress = quiet) -> str:
     """The image a session of `task` runs in: the sandbox image (config.sandbox.image, or the one
     built for the task's Python), plus the task's requirements and install_cmd when it has any (the
     same environment image `harness eval` grades in)."""
-    say = progress or (lambda _message: None)
-    base = sandbox_image(config, task.python or config.sandbox.python, say)
+    base = sandbox_image(config, task.python or config.sandbox.python, progress)
     if not task.requirements and not task.install_cmd:
         return base
-    return ensure_env_image(task, base, progress=say)
+    return ensure_env_image(task, base, progress=progress)
 
 
 def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, number: int,
