@@ -85,6 +85,11 @@ def error_kind(exc: ToolError | OSError) -> ToolErrorKind:
     return "tool"
 
 
+def key_schema(description: str) -> dict[str, Any]:
+    """The `key` parameter of every tool with an effect: an idempotency key of 1 to 200 characters."""
+    return {"type": "string", "minLength": 1, "maxLength": 200, "description": description}
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str

@@ -22,7 +22,6 @@ class Replacement:
     text: str          # the whole new file text
     first_line: int    # first line of the replaced region, in the new text
     last_line: int     # last line of the replaced region, in the new text
-    old_first: int     # where the anchor started in the old text
 
 
 def occurrences(text: str, old: str) -> list[int]:
@@ -51,7 +50,7 @@ def replace_once(text: str, old: str, new: str, shown_path: str) -> Replacement:
     result = text[:start] + new + text[start + len(old):]
     first = line_of(result, start)
     last = first + max(new.count("\n") - (1 if new.endswith("\n") else 0), 0)
-    return Replacement(result, first, last, line_of(text, start))
+    return Replacement(result, first, last)
 
 
 def _not_found_message(text: str, old: str, shown_path: str) -> str:

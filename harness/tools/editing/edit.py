@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.config import ToolsConfig
-from harness.tools.base import Effect, Tool, ToolContext
+from harness.tools.base import Effect, Tool, ToolContext, key_schema
 from harness.tools.editing.anchors import replace_once
 from harness.tools.editing.commit import Change, commit, once, read_current
 from harness.tools.editing.edit_state import file_lock
@@ -21,10 +21,8 @@ back. Returns the changed lines with line numbers. Use `write` to create a file,
 changes spread over several places or files.
 `key`: optional idempotency key; a repeated call with an applied key changes nothing."""
 
-KEY_SCHEMA: dict[str, Any] = {
-    "type": "string", "minLength": 1, "maxLength": 200,
-    "description": "Idempotency key: a call repeated with the same key is applied once. "
-                   "Default: the id of this tool call."}
+KEY_SCHEMA = key_schema("Idempotency key: a call repeated with the same key is applied once. "
+                        "Default: the id of this tool call.")
 
 PARAMETERS: dict[str, Any] = {
     "type": "object",

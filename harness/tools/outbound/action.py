@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from harness.errors import ApprovalError
-from harness.tools.base import Effect, Tool, ToolContext
+from harness.tools.base import Effect, Tool, ToolContext, key_schema
 
-KEY_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 200,
-              "description": "Idempotency key naming this action. Repeating a call with the same key never "
-                             "runs it twice: you get the stored result. Use a new key for a new action. "
-                             "Default: the id of this tool call."}
+KEY_SCHEMA = key_schema("Idempotency key naming this action. Repeating a call with the same key never runs it "
+                        "twice: you get the stored result. Use a new key for a new action. Default: the id of "
+                        "this tool call.")
 KEY_NOTE = ("\n\nThis action leaves the sandbox: it is held until a human (or the operator's policy) approves "
             "it, then the harness runs it once from the host and returns the result. A denial comes back "
             "as an error with the reason; do not repeat a denied request.")

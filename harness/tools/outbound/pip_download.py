@@ -26,6 +26,7 @@ from harness.errors import TaskError, ToolArgumentsError, ToolError
 from harness.tools.base import ToolContext
 from harness.tools.outbound.action import OutboundAction, Prepared
 from harness.tools.outbound.preview import field_lines, masked_url, operator_value, safe_ident
+from sandbox.api import quiet
 
 WHEELHOUSE = "/tmp/harness/wheelhouse"
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -86,15 +87,11 @@ def _download(args: dict[str, Any], index: str, dest: Path) -> list[Path]:
     flags = ["--python-version", args["python_version"], "--index-url", index, "--no-cache-dir",
              *[flag for platform in args.get("platforms", []) for flag in ("--platform", platform)]]
     try:
-        download_wheels([_requirement(args["requirement"])], args["python_version"], dest, flags, _quiet)
+        download_wheels([_requirement(args["requirement"])], args["python_version"], dest, flags, quiet)
     except WheelhouseError as exc:
         raise ToolError(f"pip download {args['requirement']} from {args['index_url']} failed; nothing was "
                         f"installed: {exc}") from exc
     return sorted(dest.glob("*.whl"))
-
-
-def _quiet(_: str) -> None:
-    return None
 
 
 def _execute_with(config: Config) -> Any:
