@@ -27,6 +27,7 @@ from typing import Iterator
 
 import docker
 import docker.errors
+from platformdirs import user_cache_dir
 
 from sandbox.api import Progress, quiet
 from sandbox.docker_client import client_or_default
@@ -156,7 +157,6 @@ def image_exists(client: docker.DockerClient, tag: str) -> bool:
 
 @contextmanager
 def _build_lock(python: str) -> Iterator[None]:
-    from platformdirs import user_cache_dir
     lock_dir = Path(user_cache_dir("harness"))
     lock_dir.mkdir(parents=True, exist_ok=True)
     with open(lock_dir / f"build-py{python}.lock", "w") as lock:
