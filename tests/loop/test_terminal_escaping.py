@@ -23,8 +23,11 @@ import pytest
 from rich.console import Console
 
 from harness.cli.main import main
+from harness.cli.run_cmd import LiveProgress
+from harness.core.task import load_task
 from harness.evaluation.progress import LineEvents, LiveEvents, summary_table
 from harness.evaluation.report import InstanceRecord
+from sandbox.text import escape_ident
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TASK = str(REPO_ROOT / "tasks" / "wordcount")
@@ -131,7 +134,7 @@ def test_run_progress_shows_a_hostile_tool_name_model_name_and_stop_text_literal
     assert_attack_works_when_raw()
     script = hostile_script(tmp_path)
     code, data = run_in_terminal(["run", TASK, "--model", f"scripted:{script}", "--out", str(tmp_path / "out"),
-                                  "--approve", "deny"], terminal_env)
+                                  "--approve", "ask"], terminal_env)   # ask: no spinner redrawing (see below)
     screen = screen_of(data)
     text = shown(screen)
     assert code == 3, text                              # the script ran out: stopped as an error
@@ -142,6 +145,21 @@ def test_run_progress_shows_a_hostile_tool_name_model_name_and_stop_text_literal
     assert "\n  turn   9" not in text
     assert r"s\x1b]0;T\x07\x1b[2J[reverse]Y.json" in text   # the model's name (its file) in the stop text
     assert "why it stopped: the scripted model" in text
+
+
+def test_the_run_spinner_line_shows_a_hostile_model_name_and_tool_literally() -> None:
+    # The spinner is a rich status redrawn from a thread; on a loaded machine its redraw timing varies,
+    # so its line is checked here by rendering it, and the pty test above runs without it.
+    task = load_task(Path(TASK))
+    progress = LiveProgress(task, f"scripted:s{TITLE}{CLEAR}[reverse]Y.json", spinner=False)
+    progress.tool = escape_ident(ATTACK)
+    out = io.StringIO()
+    Console(file=out, force_terminal=True, width=COLS, color_system=None).print(progress)
+    screen = screen_of(out.getvalue())
+    assert_harmless(screen)
+    text = shown(screen)
+    assert r"scripted:s\x1b]0;T\x07\x1b[2J[reverse]Y.json · turn 0 · last tool " + SHOWN in text
+    assert "[reverse]" in text and screen.title == ""
 
 
 @pytest.mark.docker
