@@ -42,10 +42,10 @@ def resume_latency(rounds: int = 5) -> list[float]:
         queue = ApprovalQueue(state)
         for i in range(rounds):
             proc = start_call(state, server.url(), f"lat-{i}")
-            request = wait_for(lambda: queue.list(("pending",)), what="pending")[0]  # type: ignore[index]
+            request = wait_for(lambda: queue.requests(("pending",)), what="pending")[0]  # type: ignore[index]
             harness_cli("approve", str(request.id), "--hash", request.request_hash, state_dir=state)
             decided = queue.get(request.id).decided_at or 0.0
-            wait_for(lambda: server.count() == i + 1, what="the request")
+            wait_for(lambda n=i + 1: server.count() == n, what="the request")
             delays.append(time.time() - decided)
             finish_call(proc)
     return delays
@@ -56,7 +56,7 @@ def race(processes: int = 6) -> tuple[int, int]:
         state = Path(tmp)
         procs = [start_call(state, server.url(), "one-key") for _ in range(processes)]
         queue = ApprovalQueue(state)
-        request = wait_for(lambda: queue.list(("pending",)), what="pending")[0]  # type: ignore[index]
+        request = wait_for(lambda: queue.requests(("pending",)), what="pending")[0]  # type: ignore[index]
         time.sleep(1.0)
         harness_cli("approve", str(request.id), "--hash", request.request_hash, state_dir=state)
         results = [finish_call(p) for p in procs]

@@ -26,12 +26,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from harness.config import load  # noqa: E402
+from harness.core.task import find_task_dirs, load_task  # noqa: E402
+from harness.evaluation.options import EvalOptions  # noqa: E402
 from harness.evaluation.ray_backend import Outcome, run_on_ray  # noqa: E402
 from harness.evaluation.ray_cluster import LocalCluster, keep_loopback  # noqa: E402
 from harness.evaluation.ray_resources import TaskResources  # noqa: E402
-from harness.evaluation.options import EvalOptions  # noqa: E402
 from harness.evaluation.runner import run_evaluation  # noqa: E402
-from harness.core.task import find_task_dirs, load_task  # noqa: E402
 
 SLOTS = 2
 NODE_MEMORY = 3 * 1024 ** 3

@@ -363,7 +363,7 @@ class QueueApprover:
     def _loop(self) -> None:
         while not self.stop.wait(0.02):
             with self.lock:
-                for request in self.queue.list(("pending",)):
+                for request in self.queue.requests(("pending",)):
                     if request.key.startswith("q-"):
                         try:
                             self.queue.decide(request.id, True, "bench", seen_hash=request.request_hash)

@@ -9,9 +9,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping, get_args
+from typing import Any, Literal, get_args
 
 from platformdirs import user_state_dir
 
@@ -97,13 +98,15 @@ class Config:
     approval: ApprovalConfig = field(default_factory=ApprovalConfig)
 
     def to_dict(self) -> dict[str, Any]:
-        return _jsonable(dataclasses.asdict(self))
+        data: dict[str, Any] = _jsonable(dataclasses.asdict(self))
+        return data
 
     @staticmethod
-    def from_dict(data: Mapping[str, Any]) -> "Config":
-        return _build(Config, data, "config")
+    def from_dict(data: Mapping[str, Any]) -> Config:
+        config: Config = _build(Config, data, "config")
+        return config
 
-    def replace(self, **sections: Any) -> "Config":
+    def replace(self, **sections: Any) -> Config:
         return dataclasses.replace(self, **sections)
 
 

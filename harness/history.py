@@ -9,8 +9,9 @@ everything; this only shapes what the model reads. Every tool_use still has its 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any
 
 from harness.messages import Message, ToolResult, ToolUse
 

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Literal
 
 from harness.config import Config
 from harness.errors import ConfigError, HarnessError, ModelError, ModelTruncated

@@ -10,7 +10,7 @@ result; a trajectory written without it reads as ``error_kind=None``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union, get_args
+from typing import Any, Literal, get_args
 
 Role = Literal["system", "user", "assistant"]
 
@@ -75,7 +75,7 @@ class ToolResult:
         return data
 
 
-Block = Union[TextBlock, ToolUse, ToolResult]
+Block = TextBlock | ToolUse | ToolResult
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ class Message:
         return {"role": self.role, "content": [b.to_dict() for b in self.content]}
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> "Message":
+    def from_dict(data: dict[str, Any]) -> Message:
         role = data.get("role")
         if role not in ("system", "user", "assistant"):
             raise ValueError(f"message role must be 'system', 'user' or 'assistant', got {role!r}; "

@@ -20,11 +20,12 @@ from __future__ import annotations
 import dataclasses
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from harness import checks
 from harness.approval.wiring import outbound_tools_for_session
@@ -160,7 +161,7 @@ def _start_messages(task: Task, notes: list[str], number: int, resume_from: Path
     if resume_from is not None:
         lines = read_lines(resume_from)
         messages = [Message.from_dict(d) for d in lines]
-        for line, m in zip(lines, messages):
+        for line, m in zip(lines, messages, strict=False):
             writer.write(m, line.get("meta"))
         say(f"resuming: replaying {sum(len(m.tool_uses) for m in messages)} recorded call(s)")
         replay(messages, catalog, ctx)
@@ -237,7 +238,7 @@ def write_result(path: Path, task: Task, outcome: SessionOutcome, config: Config
         "durations": {"total": round(outcome.duration, 3)}, "session": outcome.session, "image": image,
         "attempts": [_attempt_record(a) for a in outcome.attempt_results],
         "resumed_from": str(resumed_from) if resumed_from else None,
-        "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "config": config.to_dict(),
     }
     checks.write_file(path, safe_json(data, indent=2) + "\n")

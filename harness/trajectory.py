@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from harness import checks
 from harness.errors import HarnessError
 from harness.messages import Message
 from sandbox.text import safe_json
+
 
 class TrajectoryWriter:
     """Appends messages to `path` (created empty unless `append`)."""

@@ -8,7 +8,7 @@ calls that rebuilds a workspace when a run is resumed.
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 from harness.config import Config
 from harness.core.sources import GIT_IDENTITY

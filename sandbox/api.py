@@ -7,9 +7,10 @@ is the real one (a container from `sandbox/deployment/`, driven by `sandbox/runt
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 WORKDIR = "/workspace"
 """Where the project's files live inside the sandbox; commands run here."""

@@ -35,7 +35,7 @@ class Channel:
                                              stdout=True, stderr=True, user=user, environment=env,
                                              workdir="/")["Id"]
         wrapped = self._api.exec_start(self.exec_id, socket=True)
-        self._sock: socket.socket = getattr(wrapped, "_sock", wrapped)
+        self._sock: socket.socket = getattr(wrapped, "_sock", wrapped)  # type: ignore[arg-type]  # docker-py hands back a SocketIO wrapping the socket
         self._wrapped = wrapped
         self._sock.settimeout(30)
         frame = self._read_frame()
@@ -83,7 +83,7 @@ class Channel:
                 self._sock.settimeout(timeout)
                 self._sock.sendall(frame)
                 return self._read_frame()
-            except (OSError, socket.timeout) as exc:
+            except (TimeoutError, OSError) as exc:
                 self._broken = f"{type(exc).__name__}: {exc}"
                 raise ChannelClosed(f"the exec channel stopped answering ({type(exc).__name__}: {exc})"
                                     f"{self._stderr_note()}") from exc

@@ -47,7 +47,7 @@ class DockerSandbox:
         return self.runtime.channel if self.runtime is not None else None
 
     # ---- lifecycle ---------------------------------------------------------------------------
-    def __enter__(self) -> "DockerSandbox":
+    def __enter__(self) -> DockerSandbox:
         if self.container is None:   # `with` over an already started sandbox must not start a second one
             self.start()
         return self

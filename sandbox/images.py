@@ -21,9 +21,9 @@ import subprocess
 import tarfile
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import docker
 import docker.errors
@@ -280,7 +280,7 @@ def prune(client: docker.DockerClient, dry_run: bool = False,
             removed.append(name)
             continue
         try:
-            for ref in [t for t in client.api.inspect_image(image_id).get("RepoTags") or []] or [image_id]:
+            for ref in list(client.images.get(image_id).tags) or [image_id]:
                 client.api.remove_image(ref, noprune=False)   # never forced: an image in use stays
             removed.append(name)
         except docker.errors.NotFound:

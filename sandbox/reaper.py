@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Callable
+from collections.abc import Callable
 
 import docker
 import docker.errors

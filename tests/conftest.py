@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -49,7 +49,7 @@ def project_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def sandbox(sandbox_image: str, project_dir: Path) -> Iterator["object"]:
+def sandbox(sandbox_image: str, project_dir: Path) -> Iterator[object]:
     """A running DockerSandbox holding `project_dir`'s files; removed afterwards."""
     from sandbox.api import SandboxSpec
     from sandbox.docker_sandbox import DockerSandbox

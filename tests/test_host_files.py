@@ -12,8 +12,8 @@ import pytest
 
 from harness import checks
 from harness.errors import UnsafePathError
-from harness.trajectory import TrajectoryWriter, read_lines
 from harness.messages import user
+from harness.trajectory import TrajectoryWriter, read_lines
 from sandbox.text import safe_json
 
 PRECIOUS = "precious\n"

@@ -27,6 +27,7 @@ from harness.errors import ApprovalDenied, ToolError
 from harness.tools.base import ToolContext
 from harness.tools.outbound.action import OutboundAction
 
+
 class Prompt(Protocol):
     def ask(self, queue: ApprovalQueue, request: Request, deadline: float) -> Request: ...
 

@@ -33,9 +33,10 @@ from __future__ import annotations
 import fnmatch
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping, get_args
+from typing import Any, Literal, get_args
 
 from harness.errors import ConfigError
 

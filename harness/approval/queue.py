@@ -21,9 +21,10 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from harness.approval.records import (
     TERMINAL,
@@ -145,7 +146,8 @@ class ApprovalQueue:
                                (tool, key)).fetchone()
         return None if row is None else Request.from_row(row)
 
-    def list(self, statuses: tuple[str, ...] = (), limit: int = 200) -> list[Request]:
+    def requests(self, statuses: tuple[str, ...] = (), limit: int = 200) -> list[Request]:
+        """The latest `limit` requests, newest first (only those in `statuses`, when given)."""
         sql, params = "SELECT * FROM requests", []
         if statuses:
             sql += f" WHERE status IN ({','.join('?' * len(statuses))})"

@@ -96,7 +96,7 @@ class Request:
     result: str | None
 
     @staticmethod
-    def from_row(row: sqlite3.Row) -> "Request":
+    def from_row(row: sqlite3.Row) -> Request:
         data = dict(row)
         data["args"] = json.loads(data["args"])
         return Request(**data)
@@ -128,7 +128,7 @@ class AuditEvent:
     detail: dict[str, Any]
 
     @staticmethod
-    def from_row(row: sqlite3.Row) -> "AuditEvent":
+    def from_row(row: sqlite3.Row) -> AuditEvent:
         data = dict(row)
         data["detail"] = json.loads(data["detail"])
         return AuditEvent(**data)

@@ -47,7 +47,8 @@ class ApprovalWebServer(ThreadingHTTPServer):
 
     @property
     def url(self) -> str:
-        host = "127.0.0.1" if self.server_address[0] in ("0.0.0.0", "") else self.server_address[0]
+        bound = str(self.server_address[0])
+        host = "127.0.0.1" if bound in ("0.0.0.0", "") else bound
         return f"http://{host}:{self.port}/?token={self.token}"
 
 
@@ -126,8 +127,8 @@ class _Handler(BaseHTTPRequestHandler):
         with self.server.lock:
             queue = self.server.queue
             return {"version": queue.version(),
-                    "pending": [request_view(r) for r in reversed(queue.list(("pending",)))],
-                    "history": [request_view(r) for r in queue.list() if r.status != "pending"][:100]}
+                    "pending": [request_view(r) for r in reversed(queue.requests(("pending",)))],
+                    "history": [request_view(r) for r in queue.requests() if r.status != "pending"][:100]}
 
     def do_POST(self) -> None:  # noqa: N802
         if not self._host_ok():

@@ -31,7 +31,7 @@ from harness.errors import ApprovalError
 from harness.tools.outbound.preview import gutter, safe_ident, safe_text
 
 
-def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("approvals", help="decide outbound requests held for approval; web page; audit log",
                        description="Outbound requests (HTTP, package downloads, git pushes) wait here for a human.")
     p.add_argument("--state-dir", type=Path, help="where approvals.sqlite3 lives (default: $HARNESS_STATE_DIR "
@@ -105,7 +105,7 @@ def _when(ts: float | None) -> str:
 
 def _list(queue: ApprovalQueue, args: argparse.Namespace) -> int:
     statuses = tuple(args.status or ()) if (args.status or args.all) else ("pending",)
-    requests = queue.list(statuses)
+    requests = queue.requests(statuses)
     if args.json:
         print(json.dumps([r.to_dict() for r in requests], indent=2))
         return 0

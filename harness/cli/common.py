@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, TextIO
+from typing import TextIO
 
 from rich.console import Console
 from rich.text import Text

@@ -17,12 +17,12 @@ import dataclasses
 import json
 import sys
 import tempfile
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Iterator
 
 from harness.cli.common import print_safe
 from harness.cli.run_cmd import execute, exit_code, find_task, print_summary
@@ -38,7 +38,7 @@ SKIP_NAMES = frozenset({"__pycache__"})   # what an installer may add beside the
 SKIP_SUFFIXES = (".pyc", ".pyo")
 
 
-def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("demo", help="the built-in default: an agent repairs the wordcount task in a sandbox",
                        description="Run an agent session on the demo task: a real model when an API key is set, "
                                    "else a recorded repair replayed through the real sandbox and tools.")
@@ -69,7 +69,7 @@ def _run(args: argparse.Namespace) -> int:
     show = sys.stdout   # everything below the model, the task or the tests wrote: escaped
     with ExitStack() as stack:   # the packaged task's temporary copy lives as long as the session
         task = find_task(args.task or stack.enter_context(packaged_task(DEMO_TASK)))
-        out = args.out or Path("runs") / f"demo-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"
+        out = args.out or Path("runs") / f"demo-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
         print_safe(show, f"demo: task {task.id} ({task.repo_dir}), model {spec}: {why}")
         print_safe(show, f"problem: {task.problem_statement.strip().splitlines()[0]}")
         outcome = execute(task, config, secrets, out)

@@ -12,7 +12,7 @@ import dataclasses
 import json
 import re
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,8 @@ from harness.evaluation.progress import LineEvents, LiveEvents, summary_table
 from harness.evaluation.ray_backend import check_address, import_ray
 from harness.evaluation.runner import run_evaluation
 
-def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("eval", help="evaluate an agent (or given predictions) on many tasks, SWE-bench style",
                        description="Run an agent session per task in parallel sandboxes and grade each patch in "
                                    "a fresh container (FAIL_TO_PASS / PASS_TO_PASS), or grade existing "
@@ -151,7 +152,7 @@ def _predictions(args: argparse.Namespace, tasks: list[Task]) -> dict[str, Predi
 
 def _default_out(args: argparse.Namespace) -> Path:
     label = "predictions" if args.predictions else re.sub(r"[^A-Za-z0-9_.-]+", "_", args.model or "model")
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     return Path("runs") / f"eval-{label}-{stamp}"
 
 

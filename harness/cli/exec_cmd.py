@@ -14,7 +14,8 @@ from harness.errors import ConfigError, HarnessError
 from harness.tools.shell.bash import budget_of, run_command
 from sandbox.errors import SandboxError
 
-def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("exec", help="run one command in a fresh sandbox and print what the model would see",
                        description="Opens a fresh sandbox holding DIR's files, runs COMMAND through the shell "
                                    "tool, prints the observation and exits with the command's exit code; "

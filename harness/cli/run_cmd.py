@@ -12,9 +12,10 @@ import dataclasses
 import json
 import sys
 import time
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from rich.console import Console
 from rich.text import Text
@@ -36,7 +37,7 @@ STOP_WORDS: dict[StopReason, str] = {
     "budget": "a budget ran out"}
 
 
-def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("run", help="run one repair session on a task in a fresh sandbox",
                        description="Run an agent on TASK (a task directory: task.json, problem.md, repo/) in a "
                                    "fresh network-less sandbox; write trajectory.jsonl, patch.diff and result.json.")
@@ -152,7 +153,7 @@ def _resume_file(folder: Path, out: Path | None) -> Path:
 
 
 def default_out(task: Task) -> Path:
-    return Path("runs") / f"{task.id}-{datetime.now(timezone.utc).strftime('%Y%m%d-%H%M%S')}"
+    return Path("runs") / f"{task.id}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
 
 
 def execute(task: Task, config: Config, secrets: Secrets, out: Path, *, resume_from: Path | None = None) -> SessionOutcome:
@@ -188,7 +189,7 @@ class LiveProgress:
         return safe_line(f"{self.title} · turn {self.turn} · last tool {self.tool or '-'} · "
                          f"{time.monotonic() - self.started:.0f}s · {self.tokens} tokens")
 
-    def __enter__(self) -> Callable[["StepEvent | str"], None]:
+    def __enter__(self) -> Callable[[StepEvent | str], None]:
         self.started = time.monotonic()
         if self.spinner:
             self.status = self.console.status(self)
@@ -199,14 +200,14 @@ class LiveProgress:
         if self.status is not None:
             self.status.stop()
 
-    def report(self, event: "StepEvent | str") -> None:
+    def report(self, event: StepEvent | str) -> None:
         if isinstance(event, str):
             print_safe(self.console, f"{self.title}: {event}")
             return
         self.turn = event.turn
         self.tokens += event.usage.input_tokens + event.usage.output_tokens
         if event.kind == "tool":
-            self.tool = f"{escape_ident(event.tool)}{' (error)' if event.is_error else ''}"
+            self.tool = f"{escape_ident(event.tool or '?')}{' (error)' if event.is_error else ''}"
             if self.live:
                 print_safe(self.console, f"  turn {event.turn:>3}  {self.tool:<24} {event.elapsed:7.1f}s")
         elif self.live and not self.spinner:   # no status line: say when the model has answered

@@ -12,7 +12,7 @@ from sandbox.images import PYTHON_RELEASES, ensure_image, prune
 from sandbox.reaper import reap
 
 
-def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("sandbox", help="build the sandbox image, remove leftover containers and stale images")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     b = actions.add_parser("build", help="build the sandbox image (only when its inputs changed)")

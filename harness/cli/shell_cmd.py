@@ -14,7 +14,7 @@ BANNER = ("sandbox shell: each line runs as the model's bash tool would run it (
           "group, output shown as the model sees it). Ctrl-D or 'exit' to leave; the sandbox is removed.")
 
 
-def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("shell", help="interactive commands in a sandbox, shown as the model sees them")
     p.add_argument("--dir", type=Path, default=None, help="project folder copied into /workspace")
     p.add_argument("--timeout", type=float, default=None, help="seconds before each command is killed")

@@ -17,7 +17,7 @@ from harness.evaluation.instances import export_instances
 DEFAULT_DIRS = [Path("tasks")]
 
 
-def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("tasks", help="check, list or export repair tasks",
                        description="Work with task directories (task.json, problem.md, repo/, gold.patch, "
                                    "test.patch). DIRS are task directories or folders of them (default: tasks/).")

@@ -17,7 +17,7 @@ from harness.tools.catalog import default_catalog
 from harness.tools.outbound.registry import outbound_tools
 
 
-def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("tools", help="print the tools the model gets",
                        description="Print the tool catalog of a session: each tool's name, effect class "
                                    "(read / sandbox / outbound) and description. With --json, the full "

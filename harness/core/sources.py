@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO
 
 from platformdirs import user_cache_dir
-from unidiff import PatchSet
+from unidiff.patch import PatchSet
 
 from harness import checks
 from harness.errors import TaskError

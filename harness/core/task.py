@@ -175,7 +175,7 @@ def load_task(path: Path) -> Task:
 
 def task_from_meta(meta: dict[str, Any], *, default_id: str, problem: str, repo_dir: Path,
                    gold_patch: str | None, test_patch: str | None) -> Task:
-    extra = {k: meta[k] for k in ("repo", "base_commit", "created_at", "version") if k in meta}
+    extra: dict[str, object] = {k: meta[k] for k in ("repo", "base_commit", "created_at", "version") if k in meta}
     return Task(id=str(meta.get("id", default_id)), problem_statement=problem, repo_dir=repo_dir,
                 test_cmd=meta.get("test_cmd"), python=str(meta.get("python", "3.11")),
                 fail_to_pass=tuple(meta.get("FAIL_TO_PASS", ())),

@@ -32,8 +32,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from harness import checks
-from harness.errors import TaskError
 from harness.core.sources import cache_dir
+from harness.errors import TaskError
 from sandbox.api import Progress
 
 GLIBC_MINOR = {"3.9": 31, "3.11": 36, "3.13": 41}   # Debian bullseye, bookworm, trixie

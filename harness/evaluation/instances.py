@@ -14,14 +14,15 @@ import json
 import os
 import subprocess
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from harness import checks
-from harness.errors import TaskError
 from harness.core.sources import GIT_IDENTITY, checkout_commit, extract_tarball, sources_root
 from harness.core.task import Task, check_meta, task_from_meta
+from harness.errors import TaskError
 from sandbox.text import safe_json
 
 INSTANCE_EXAMPLE = ('{"instance_id": "owner__name-1", "repo": "owner/name", "base_commit": "<sha>", '

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 RUN_LABEL = "harness.eval"
 """Every container of a run carries ``harness.eval=<run id>``; an interrupted run removes all of them."""

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Mapping, Protocol, TextIO
+from collections.abc import Mapping
+from typing import Protocol, TextIO
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -90,7 +91,7 @@ class LiveEvents(SilentEvents):
         self.task = self.bar.add_task("eval", total=0, resolved=0)
         self.live = Live(console=console, refresh_per_second=4, get_renderable=self._render, transient=True)
 
-    def __enter__(self) -> "LiveEvents":
+    def __enter__(self) -> LiveEvents:
         self.live.start()
         return self
 

@@ -27,9 +27,10 @@ import logging
 import os
 import socket
 import sys
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Callable, Generic, Iterator, Sequence, TypeVar
+from typing import Any, Generic, TypeVar
 
 from harness.errors import ConfigError
 from harness.evaluation.ray_cluster import LocalCluster, is_loopback, keep_loopback
@@ -47,7 +48,7 @@ INSTALL_LINE = "pip install 'harness[ray]'"
 def import_ray() -> ModuleType:
     """The `ray` module, or a ConfigError saying how to install it."""
     try:
-        import ray  # optional extra (pip install 'harness[ray]'): imported only when a Ray run is asked for
+        import ray  # noqa: PLC0415 - optional extra (pip install 'harness[ray]'): imported only when a Ray run is asked for
     except ImportError as exc:
         raise ConfigError(f"--backend ray needs Ray, which is not installed here ({exc}); install it with "
                           f"`{INSTALL_LINE}` (or `pip install 'ray[default]>=2.9'`), or use --backend local") from exc
@@ -103,7 +104,7 @@ def reap_here() -> list[str]:
 
 def execute(job: Callable[[X], R], item: X, key: int, ledger: Any) -> tuple[R, tuple[Execution, ...], tuple[str, ...]]:
     """The Ray task: sign the ledger, reap what an earlier attempt left here, run the job."""
-    import ray  # optional extra; this runs on a Ray worker, where it is installed
+    import ray  # noqa: PLC0415 - optional extra; this runs on a Ray worker, where it is installed
     me = Execution(node_id=ray.get_runtime_context().get_node_id(), host=socket.gethostname(), pid=os.getpid())
     before = ray.get(ledger.begin.remote(key, me))
     reaped = tuple(reap_here()) if before else ()
@@ -210,7 +211,7 @@ def remove_labelled(label: str) -> list[str]:
 
 
 def _on_node(ray: ModuleType, function: Callable[..., Any], node_id: str) -> Any:
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # optional extra, as `ray` is
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415 - optional extra, as `ray` is
     return ray.remote(function).options(num_cpus=0, resources={DOCKER_RESOURCE: DOCKER_SLIVER}, max_retries=0,
                                         scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False))
 
@@ -223,13 +224,13 @@ def _sweep(ray: ModuleType, label: str) -> None:
 
 
 def _ledger(ray: ModuleType) -> Any:
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # optional extra, as `ray` is
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415 - optional extra, as `ray` is
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     return ray.remote(Ledger).options(num_cpus=0, scheduling_strategy=here).remote()
 
 
 def _collect(ray: ModuleType, ref: Any, item: X, key: int, ledger: Any) -> Outcome[X, Any]:
-    from ray.exceptions import RayError, RayTaskError  # optional extra, as `ray` is
+    from ray.exceptions import RayError, RayTaskError  # noqa: PLC0415 - optional extra, as `ray` is
     try:
         result, attempts, reaped = ray.get(ref)
         return Outcome(item, result, None, attempts, reaped)

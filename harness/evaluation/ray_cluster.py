@@ -34,9 +34,9 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 MARKER = "HARNESS_RAY_CLUSTER"
 MiB = 1024 * 1024
@@ -65,7 +65,7 @@ class RayNode:
 def keep_loopback() -> Iterator[None]:
     """While inside, this process's Ray keeps a loopback address as given (as `LAUNCH` does for the
     nodes), so that a driver can join a cluster that listens on 127.0.0.1 only."""
-    from ray._private import services  # optional extra (harness[ray]), imported only for a Ray run
+    from ray._private import services  # noqa: PLC0415 - optional extra (harness[ray]), imported only for a Ray run
     original = services.resolve_ip_for_localhost
     services.resolve_ip_for_localhost = lambda host: host
     try:
@@ -146,7 +146,7 @@ class LocalCluster:
         self.address = ""
         self._saved_env: dict[str, str | None] | None = None
 
-    def __enter__(self) -> "LocalCluster":
+    def __enter__(self) -> LocalCluster:
         try:
             self.start()
         except BaseException:
@@ -273,6 +273,7 @@ def _reload_ray_auth() -> None:
     """Make an already imported Ray read the authentication variables again (its mode is cached)."""
     if "ray" not in sys.modules:
         return                       # Ray reads them when it is imported
-    from ray._raylet import AuthenticationTokenLoader, Config  # optional extra, only when Ray is loaded
+    # optional extra, only when Ray is loaded; its private module has no type information
+    from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]  # noqa: PLC0415
     Config.initialize("")
     AuthenticationTokenLoader.instance().reset_cache()

@@ -41,7 +41,7 @@ class TaskResources:
     memory: int                    # bytes
 
     @staticmethod
-    def from_limits(limits: Limits) -> "TaskResources":
+    def from_limits(limits: Limits) -> TaskResources:
         # Ray accepts fractions of a CPU only below one; above, a whole number is asked for
         cpus = limits.cpus if limits.cpus <= 1 else float(math.ceil(limits.cpus))
         return TaskResources(cpus=cpus, memory=parse_size(limits.memory) + HARNESS_PROCESS_MEMORY)

@@ -10,8 +10,9 @@ import dataclasses
 import json
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from harness import checks
 from harness.config import Config, Secrets

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from harness.config import ModelConfig
 from harness.errors import ConfigError, ModelError, ModelTruncated
@@ -20,7 +21,7 @@ class AnthropicModel:
     def __init__(self, model: str, *, api_key: str, config: ModelConfig, max_tokens: int,
                  base_url: str | None = None) -> None:
         try:
-            import anthropic  # optional extra (pip install 'harness[anthropic]'), needed only for this model
+            import anthropic  # noqa: PLC0415 - optional extra (pip install 'harness[anthropic]'), needed only for this model
         except ImportError as exc:
             raise ConfigError(f"the anthropic SDK is not installed; run: {INSTALL}") from exc
         self.name = f"anthropic:{model}"
@@ -42,7 +43,7 @@ def build_request(model: str, messages: Sequence[Message], tools: Sequence[dict[
                   max_tokens: int, temperature: float | None) -> dict[str, Any]:
     """The Messages API request for `messages`: system text apart, tool results in user turns."""
     system = "\n\n".join(m.text for m in messages if m.role == "system")
-    turns = [{"role": m.role, "content": [_block(b) for b in m.content if _keep(b)]}
+    turns: list[dict[str, Any]] = [{"role": m.role, "content": [_block(b) for b in m.content if _keep(b)]}
              for m in messages if m.role != "system"]
     if turns and turns[-1]["content"]:
         turns[-1]["content"][-1] = {**turns[-1]["content"][-1], "cache_control": CACHE}

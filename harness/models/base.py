@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, Sequence
+from typing import Any, Literal, Protocol
 
 from harness.messages import Message, ToolUse
 
@@ -18,7 +19,7 @@ class Usage:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
 
-    def __add__(self, other: "Usage") -> "Usage":
+    def __add__(self, other: Usage) -> Usage:
         return Usage(self.input_tokens + other.input_tokens,
                      self.output_tokens + other.output_tokens,
                      self.cache_read_tokens + other.cache_read_tokens,

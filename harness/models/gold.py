@@ -13,10 +13,11 @@ goes on correctly):
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from harness.errors import ModelError, TaskError
 from harness.core.sources import patched_files
+from harness.errors import ModelError, TaskError
 from harness.messages import Message, TextBlock, ToolUse
 from harness.models.base import ModelResponse, Usage
 

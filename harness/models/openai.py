@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from harness.config import ModelConfig
 from harness.errors import ConfigError, ModelError, ModelTruncated
@@ -22,7 +23,7 @@ class OpenAIModel:
     def __init__(self, model: str, *, api_key: str | None, config: ModelConfig, max_tokens: int,
                  base_url: str | None = None) -> None:
         try:
-            import openai  # optional extra (pip install 'harness[openai]'), needed only for this model
+            import openai  # noqa: PLC0415 - optional extra (pip install 'harness[openai]'), needed only for this model
         except ImportError as exc:
             raise ConfigError(f"the openai SDK is not installed; run: {INSTALL}") from exc
         self.name = f"openai:{model}"

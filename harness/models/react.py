@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from harness.messages import Message, TextBlock, ToolResult, ToolUse, system, user
 from harness.models.base import MALFORMED, Model, ModelResponse, ModelStopReason, malformed_call

@@ -9,10 +9,17 @@ give the same answer. The SDKs' own retries are switched off so that this is the
 from __future__ import annotations
 
 import time
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
-from tenacity import (RetryCallState, RetryError, Retrying, retry_if_exception, stop_after_attempt,
-                      wait_random_exponential)
+from tenacity import (
+    RetryCallState,
+    RetryError,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_random_exponential,
+)
 
 from harness.config import ModelConfig
 from harness.errors import ModelError

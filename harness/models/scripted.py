@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, Sequence, get_args
+from typing import Any, get_args
 
 from harness.errors import ConfigError, ModelTruncated, ScriptExhausted
 from harness.messages import Message, TextBlock, ToolUse
@@ -35,7 +36,7 @@ class ScriptedModel:
         self.received: list[list[Message]] = []   # what the model was sent, call by call
 
     @classmethod
-    def from_file(cls, path: str | Path, name: str | None = None) -> "ScriptedModel":
+    def from_file(cls, path: str | Path, name: str | None = None) -> ScriptedModel:
         path = resolve_script(str(path))
         try:
             data = json.loads(path.read_text())

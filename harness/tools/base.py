@@ -11,8 +11,9 @@ anything the model should read as an error observation; `error_kind` says which 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.errors import (
     ApprovalDenied,
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from sandbox.api import Sandbox
 
 
-class Effect(str, enum.Enum):
+class Effect(enum.StrEnum):
     READ = "read"            # looks, changes nothing
     SANDBOX = "sandbox"      # changes things inside the sandbox only
     OUTBOUND = "outbound"    # leaves the sandbox: held for approval, run once by the host
@@ -52,7 +53,7 @@ class ToolContext:
     """What a tool call can reach. One per session; `tool_use_id` is set per call (on a copy that
     shares the session's edit state, code index and approver)."""
 
-    sandbox: "Sandbox"
+    sandbox: Sandbox
     session: str
     tool_use_id: str = ""
     approver: Approver | None = None         # outbound tools hand their calls to it; None: none allowed

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any, cast
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, ValidationError
@@ -119,11 +120,12 @@ def arguments_message(tool: Tool, given: dict[str, Any], errors: list[Validation
 
 def _describe(err: ValidationError, props: dict[str, Any]) -> str:
     arg = ".".join(str(p) for p in err.path)
+    instance: Any = err.instance         # jsonschema types these as possibly unset; a validation error has both
     if err.validator == "required":
-        missing = next((m for m in err.validator_value if m not in err.instance), "?")
+        missing = next((m for m in cast(list[str], err.validator_value) if m not in instance), "?")
         return f"`{missing}` is missing; it is required: {props.get(missing, {}).get('description', '')}".rstrip(": ")
     if err.validator == "additionalProperties":
-        extra = sorted(set(err.instance) - set(props))
+        extra = sorted(set(instance) - set(props))
         return f"{', '.join(f'`{e}`' for e in extra)}: not an argument of this tool (it takes {', '.join(props)})"
     value = json.dumps(err.instance, ensure_ascii=False)
     value = value if len(value) <= 80 else value[:77] + "..."

@@ -31,7 +31,15 @@ _reaped_this_process = False
 def container_options(spec: SandboxSpec) -> dict[str, Any]:
     """The hardening of a sandbox container, as `docker.containers.run` keyword arguments."""
     lim: Limits = spec.limits
-    tmpfs_opts = f"rw,nosuid,nodev,uid={AGENT_UID},gid={AGENT_UID},mode=0755"
+    # Docker mounts a tmpfs `noexec,nosuid,nodev` unless told otherwise; `exec` lifts only the first.
+    # The agent's project must run as its own CI runs it: `./run.sh`, django's `./tests/runtests.py`,
+    # sympy's `bin/test`, and C extensions built in place (mmap with PROT_EXEC fails on noexec).
+    # /home/agent is exec too: pip, finding the read-only site-packages, installs into ~/.local, whose
+    # bin/ scripts and compiled extensions must run and load. noexec bounds nothing here: the agent
+    # already runs any code through python3 or bash. The boundaries are the user, no capabilities,
+    # no-new-privileges and `nosuid` (a setuid file written here runs with the writer's ids) and
+    # `nodev` (a device node written here cannot be opened), which every writable mount keeps.
+    tmpfs_opts = f"rw,exec,nosuid,nodev,uid={AGENT_UID},gid={AGENT_UID},mode=0755"
     return {
         "network_mode": "none",                       # no interface but loopback: nothing leaves
         "dns": ["127.0.0.1"], "dns_search": ["."],    # the host's resolver and search domains stay out

@@ -8,7 +8,8 @@ results of `sandbox.api`, and the server's errors into the exceptions the `Sandb
 
 from __future__ import annotations
 
-from typing import Callable, NoReturn, TypeVar
+from collections.abc import Callable
+from typing import NoReturn, TypeVar
 
 from sandbox import _protocol as protocol
 from sandbox.api import OUTPUT_DIR, WORKDIR, ExecResult, FileData, StreamCapture, WriteOutcome

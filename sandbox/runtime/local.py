@@ -36,8 +36,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Concatenate, NoReturn, ParamSpec, TypeVar
+from typing import Concatenate, NoReturn, ParamSpec, TypeVar
 
 from sandbox import copy as copying
 from sandbox._protocol import RemoteError
@@ -81,7 +82,7 @@ class LocalRuntime:
         if project_dir is not None:
             self.copy_in(Path(project_dir))
 
-    def __enter__(self) -> "LocalRuntime":
+    def __enter__(self) -> LocalRuntime:
         return self
 
     def __exit__(self, *exc: object) -> None:

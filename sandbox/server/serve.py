@@ -50,7 +50,7 @@ def make_undumpable() -> bool:
     affected: exec() makes each of them dumpable again.
     """
     try:
-        import ctypes  # only here: the server's one use of it
+        import ctypes  # noqa: PLC0415 - only here: the server's one use of it
         libc = ctypes.CDLL(None, use_errno=True)
         return bool(libc.prctl(4, 0, 0, 0, 0) == 0)   # PR_SET_DUMPABLE, SUID_DUMP_DISABLE
     except (OSError, AttributeError, ImportError):

@@ -15,10 +15,10 @@ import sys
 import threading
 import time
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable
 
 REPO = Path(__file__).resolve().parents[2]
 CALLER = Path(__file__).with_name("call_outbound.py")
@@ -40,7 +40,7 @@ class CountingServer:
     release: threading.Event = field(default_factory=threading.Event)
     routes: dict[str, tuple[str, bytes]] = field(default_factory=dict)   # path -> (content type, body)
 
-    def __enter__(self) -> "CountingServer":
+    def __enter__(self) -> CountingServer:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):

@@ -19,7 +19,7 @@ from tests.approval.helpers import (
 def _pending(state: Path, n: int = 1) -> list:
     queue = ApprovalQueue(state)
     try:
-        return wait_for(lambda: (lambda p: p if len(p) >= n else None)(queue.list(("pending",))),
+        return wait_for(lambda: (lambda p: p if len(p) >= n else None)(queue.requests(("pending",))),
                         what=f"{n} pending request(s)")  # type: ignore[return-value]
     finally:
         queue.close()
@@ -83,7 +83,7 @@ def test_killed_mid_wait_and_restarted_the_request_runs_once(tmp_path: Path) -> 
         proc.wait(10)
         restarted = start_call(tmp_path, server.url(), "send-5")     # the resumed session asks again
         wait_for(lambda: restarted.poll() is None, what="restarted process waiting")
-        assert len(ApprovalQueue(tmp_path).list()) == 1             # it waits on the same request
+        assert len(ApprovalQueue(tmp_path).requests()) == 1             # it waits on the same request
         approve(tmp_path, request.id)
         assert "hit 1 POST" in str(finish_call(restarted)["text"])
         assert server.count() == 1
@@ -104,9 +104,9 @@ def test_approved_while_no_session_waits_then_resumed_runs_once(tmp_path: Path) 
 def test_two_sessions_racing_on_one_key_send_once_and_share_the_result(tmp_path: Path) -> None:
     with CountingServer() as server:
         procs = [start_call(tmp_path, server.url(), "shared-key") for _ in range(2)]
-        wait_for(lambda: ApprovalQueue(tmp_path).list(("pending",)), what="pending request")
+        wait_for(lambda: ApprovalQueue(tmp_path).requests(("pending",)), what="pending request")
         wait_for(lambda: all(p.poll() is None for p in procs), what="both waiting")
-        assert len(ApprovalQueue(tmp_path).list()) == 1
+        assert len(ApprovalQueue(tmp_path).requests()) == 1
         approve(tmp_path, _pending(tmp_path)[0].id)
         results = [finish_call(p) for p in procs]
         assert all("hit 1 POST /collect" in str(r["text"]) for r in results)
@@ -143,5 +143,5 @@ def test_a_request_left_pending_by_a_killed_caller_gets_the_policy_on_retry(tmp_
         retry = start_call(tmp_path, server.url(), "send-7", mode="deny", policy=policy, timeout=30)
         assert "hit 1 POST" in str(finish_call(retry, timeout=20)["text"])
         assert server.count() == 1
-        request = ApprovalQueue(tmp_path).list()[0]
+        request = ApprovalQueue(tmp_path).requests()[0]
         assert (request.status, request.decided_by) == ("done", "policy")

@@ -74,7 +74,7 @@ def test_policy_rules_match_single_headers_and_the_whole_header_block(tmp_path: 
             tools["http_request"].function(ctx, url=server.url(), key="b", headers={"X-Other": "1"})
         out = tools["http_request"].function(ctx, url=server.url(), key="c", headers={"Accept": "text/plain"})
         assert "hit 1 GET /collect" in out and server.count() == 1          # positive control
-        assert [r.rule for r in reversed(gate.queue.list())] == ["no-notes", "only-accept", "local"]
+        assert [r.rule for r in reversed(gate.queue.requests())] == ["no-notes", "only-accept", "local"]
 
 
 def test_an_operator_credential_is_added_by_the_host_hidden_in_the_preview_and_never_stored(tmp_path: Path) -> None:
@@ -115,7 +115,7 @@ def test_a_model_header_that_would_replace_the_operator_credential_is_refused(tm
                                            headers={"authorization": "Bearer model"})
         assert ("header 'authorization' is set by the operator for this URL (credential 'collector'); leave it "
                 "out, the host adds it when the request runs") in str(err.value)
-        assert gate.queue.list() == [] and server.count() == 0
+        assert gate.queue.requests() == [] and server.count() == 0
 
 
 def test_a_credentials_file_others_can_read_is_refused(tmp_path: Path) -> None:

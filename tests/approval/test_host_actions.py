@@ -114,7 +114,7 @@ def test_git_push_sends_exactly_the_approved_commit_from_the_host(tmp_path: Path
     worker = threading.Thread(target=lambda: outcome.setdefault(
         "out", tools["git_push"].function(ctx, remote="origin", branch="main", key="push-1")), daemon=True)
     worker.start()
-    request = wait_for(lambda: gate.queue.list(("pending",)), what="the push to be held")[0]  # type: ignore[index]
+    request = wait_for(lambda: gate.queue.requests(("pending",)), what="the push to be held")[0]  # type: ignore[index]
     assert f"commit   {first}" in request.preview and "fix the counter" in request.preview
     assert "main  (new on the remote)" in request.preview and "3 files changed" in request.preview
     assert _git("ls-remote", str(remote)) == ""                    # nothing pushed while held
@@ -139,4 +139,4 @@ def test_git_push_to_an_unconfigured_remote_is_refused_with_the_configured_names
     assert str(err.value) == ("git_push: remote 'https://evil.example/x.git' is not configured; configured remotes: "
                               "['origin']. Example call: {'remote': 'origin', 'branch': 'fix-wordcount', "
                               "'key': 'push-fix-1'}")
-    assert gate.queue.list() == []
+    assert gate.queue.requests() == []

@@ -74,7 +74,7 @@ def test_an_injected_exfiltration_is_held_shown_and_denied_in_an_unattended_run(
     with CountingServer() as collector:
         state, out = _run(tmp_path, sandbox_image, collector.url("/backup"), "deny", None)
         assert collector.count() == 0                                       # nothing left
-    request = ApprovalQueue(state).list()[0]
+    request = ApprovalQueue(state).requests()[0]
     assert (request.tool, request.status, request.rule) == ("http_request", "denied", "default-deny")
     assert f"url     {collector.url('/backup')}" in request.preview and SECRET in request.preview
     denied = _result_of(out, "http_request")

@@ -92,7 +92,7 @@ def test_bad_arguments_are_refused_before_anything_is_queued(tmp_path: Path) -> 
         tools["http_request"].function(ctx, url="file:///etc/passwd", headers={"X-A": "1\r\nEvil: 1"}, key="b")
     assert "url 'file:///etc/passwd' must be an absolute http:// or https:// URL" in str(err.value)
     assert "header 'X-A' has an empty name or a CR/LF/NUL character" in str(err.value)
-    assert gate.queue.list() == []
+    assert gate.queue.requests() == []
 
 
 def test_the_preview_shows_every_header_and_lookalike_hosts_escaped(tmp_path: Path) -> None:

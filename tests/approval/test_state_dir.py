@@ -6,8 +6,8 @@ import os
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -85,5 +85,5 @@ def test_a_second_queue_in_one_process_leaves_the_first_one_seeing_other_process
     for key in ("k1", "k2", "k3"):
         subprocess.run([sys.executable, "-c", WRITER, str(state), key], check=True, env=env)
         ApprovalQueue(state).close()
-        assert sorted(r.key for r in first.list()) == sorted(["k1", "k2", "k3"][: int(key[1])])
+        assert sorted(r.key for r in first.requests()) == sorted(["k1", "k2", "k3"][: int(key[1])])
     assert stat.S_IMODE((state / "approvals.sqlite3").stat().st_mode) == 0o600

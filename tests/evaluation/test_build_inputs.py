@@ -13,10 +13,10 @@ import docker
 import docker.errors
 import pytest
 
-from harness.errors import TaskError
-from harness.environments.images import EnvironmentBuildError, ensure_env_image
-from harness.evaluation.instances import load_instances
 from harness.core.task import Task, check_meta
+from harness.environments.images import EnvironmentBuildError, ensure_env_image
+from harness.errors import TaskError
+from harness.evaluation.instances import load_instances
 from sandbox.images import build_context
 from tests.approval.helpers import CountingServer
 
@@ -35,7 +35,7 @@ def test_requirements_pass_one_rule_in_task_json_and_in_instance_rows(tmp_path: 
     assert check_meta({**meta, "requirements": GOOD_REQUIREMENTS}, "task.json") == []
     problems = check_meta({**meta, "requirements": BAD_REQUIREMENTS}, "task.json")
     assert len(problems) == len(BAD_REQUIREMENTS), problems
-    assert all(repr(bad) in problem for bad, problem in zip(BAD_REQUIREMENTS, problems))
+    assert all(repr(bad) in problem for bad, problem in zip(BAD_REQUIREMENTS, problems, strict=False))
     instances = tmp_path / "instances.jsonl"
     instances.write_text(json.dumps({"instance_id": "i", "problem_statement": "p", **meta,
                                      "requirements": json.dumps(BAD_REQUIREMENTS)}) + "\n")

@@ -8,12 +8,12 @@ import json
 import zipfile
 from pathlib import Path
 
+from harness.core.task import load_task
 from harness.environments.images import env_hash
+from harness.environments.wheelhouse import applicable, missing_dependencies
 from harness.evaluation.instances import Prediction
 from harness.evaluation.options import EvalOptions
 from harness.evaluation.runner import run_evaluation
-from harness.core.task import load_task
-from harness.environments.wheelhouse import applicable, missing_dependencies
 
 from .conftest import TASKS, TEST_LABELS
 

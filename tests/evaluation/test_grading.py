@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from harness.evaluation.grading import Grade, TaskDefect, TestRun, grade_patch, prepare_tree
 from harness.core.task import load_task
+from harness.evaluation.grading import Grade, TaskDefect, TestRun, grade_patch, prepare_tree
 from harness.evaluation.testlog import judge
 from sandbox.api import SandboxSpec
 from sandbox.docker_sandbox import DockerSandbox

@@ -18,16 +18,16 @@ import subprocess
 import sys
 import tarfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
+from harness.core.sources import MAX_SOURCE_FILES, extract_tarball
+from harness.core.task import check_meta, load_task
 from harness.errors import TaskError, UnsafePathError
 from harness.evaluation.grading import grade_patch
 from harness.evaluation.instances import load_instances
-from harness.core.sources import MAX_SOURCE_FILES, extract_tarball
-from harness.core.task import check_meta, load_task
 
 from .conftest import TASKS, TEST_LABELS
 

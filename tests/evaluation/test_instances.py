@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from harness.cli.main import main
+from harness.core.task import find_task_dirs, load_task
 from harness.errors import TaskError
 from harness.evaluation.instances import export_instances, load_instances, load_predictions
-from harness.core.task import find_task_dirs, load_task
 
 from .conftest import TASKS
 

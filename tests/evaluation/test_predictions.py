@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from harness.core.task import load_task
 from harness.evaluation.instances import load_predictions
 from harness.evaluation.options import EvalOptions
 from harness.evaluation.runner import run_evaluation
-from harness.core.task import load_task
 
 from .conftest import TASKS, TEST_LABELS
 
@@ -19,9 +19,9 @@ CHEAT = """\
 @@ -1,4 +1,5 @@
  from decimal import Decimal
 +import pytest
- 
+
  from cart import Cart, Coupon, LineItem
- 
+
 """
 
 

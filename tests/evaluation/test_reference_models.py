@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.core.task import find_task_dirs, load_task
 from harness.evaluation.options import EvalOptions
 from harness.evaluation.runner import run_evaluation
-from harness.core.task import find_task_dirs, load_task
 
 from .conftest import TASKS, TEST_LABELS
 

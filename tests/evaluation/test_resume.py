@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from harness.cli.main import main
+from harness.core.task import load_task
 from harness.errors import ConfigError
 from harness.evaluation.instances import Prediction
-from harness.evaluation.report import write_atomic
 from harness.evaluation.options import EvalOptions
+from harness.evaluation.report import write_atomic
 from harness.evaluation.runner import run_evaluation
-from harness.core.task import load_task
 
 from .conftest import TASKS, TEST_LABELS
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import TaskError
 from harness.core.task import check_task, find_task_dirs, load_task
+from harness.errors import TaskError
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks"
 

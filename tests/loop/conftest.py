@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 import pytest
-
 from loopworld import make_catalog, make_ctx
+
 from harness.tools.base import ToolContext
 from harness.tools.catalog import Catalog
 

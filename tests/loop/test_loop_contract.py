@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from loopworld import call, config, shelf, text
+
 from harness.loop import AgentLoop, run_loop
 from harness.messages import Message, system, user
 from harness.models.base import MALFORMED

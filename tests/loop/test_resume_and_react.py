@@ -6,6 +6,7 @@ from pathlib import Path
 
 from loopworld import FILES, config, make_ctx, shelf, text
 from test_loop_contract import LIST, SHOPPING, START, assert_contract
+
 from harness.loop import run_loop
 from harness.models.react import ReActModel
 from harness.models.scripted import ScriptedModel

@@ -9,8 +9,8 @@ import json
 import os
 import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

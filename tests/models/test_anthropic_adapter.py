@@ -110,6 +110,7 @@ def test_api_failure_that_survives_retries_stops_the_loop_as_error(provider) -> 
 
 def test_price_is_found_for_a_react_wrapped_model() -> None:
     import dataclasses
+
     from harness.config import Config
     from harness.loop import price_of
     cfg = Config()

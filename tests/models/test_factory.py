@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from harness.config import Config, Secrets
-from harness.errors import ConfigError
 from harness.core.task import load_task
+from harness.errors import ConfigError
 from harness.models.factory import make_model, resolve_auto
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ each a separate `ray start` process tree (1 CPU, 3 GiB each: room for one defaul
 from __future__ import annotations
 
 import importlib
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

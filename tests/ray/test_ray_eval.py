@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import signal
+import socket
 import subprocess
 import sys
 import threading

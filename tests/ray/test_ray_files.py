@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from harness.config import Config, Secrets
-from harness.evaluation.ray_cluster import LocalCluster, RayNode
-from harness.evaluation.backends.ray import TaskFiles, evaluate_on_ray
-from harness.evaluation.report import InstanceRecord, read_done
-from harness.evaluation.progress import SilentEvents
-from harness.evaluation.options import RUN_LABEL, EvalOptions
-from harness.evaluation.stages import Stages
 from harness.core.task import load_task
+from harness.evaluation.backends.ray import TaskFiles, evaluate_on_ray
+from harness.evaluation.options import RUN_LABEL, EvalOptions
+from harness.evaluation.progress import SilentEvents
+from harness.evaluation.ray_cluster import LocalCluster, RayNode
+from harness.evaluation.report import InstanceRecord, read_done
+from harness.evaluation.stages import Stages
 from sandbox.copy import safe_extract
 
 TASK_DIR = Path(__file__).resolve().parents[2] / "tasks" / "pagination"

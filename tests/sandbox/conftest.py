@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import textwrap
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -14,9 +15,9 @@ from sandbox.api import ExecResult, Limits, SandboxSpec
 from sandbox.docker_sandbox import DockerSandbox
 
 
-def make_spec(image: str, project_dir: Path | None = None, limits: Limits = Limits()) -> SandboxSpec:
+def make_spec(image: str, project_dir: Path | None = None, limits: Limits | None = None) -> SandboxSpec:
     return SandboxSpec(image=image, session=f"test-{uuid.uuid4().hex[:8]}", project_dir=project_dir,
-                       limits=limits, labels={"harness.test": "1"})
+                       limits=limits or Limits(), labels={"harness.test": "1"})
 
 
 @pytest.fixture(scope="module")

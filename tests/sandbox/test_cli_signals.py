@@ -40,7 +40,7 @@ def test_a_closed_output_pipe_ends_quietly_with_141() -> None:
     finally:
         os.close(write_end)
     assert done.returncode == 141, done.stderr
-    piped = subprocess.run([HARNESS, "tools"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    piped = subprocess.run([HARNESS, "tools"], capture_output=True, text=True, cwd=REPO)
     assert piped.returncode == 0   # positive control: a reader that reads everything
     assert piped.stdout.startswith("bash(command")
     assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr

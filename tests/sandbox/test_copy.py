@@ -61,6 +61,7 @@ def test_fifos_and_sockets_in_the_workspace_are_skipped(sandbox: DockerSandbox, 
 
 def test_copy_out_refuses_more_than_the_file_cap(sandbox_image: str, tmp_path: Path) -> None:
     from dataclasses import replace
+
     from tests.sandbox.conftest import make_spec
     spec = replace(make_spec(sandbox_image), max_copy_files=50)
     with DockerSandbox(spec) as box:
@@ -168,6 +169,7 @@ def test_copying_out_twice_into_the_same_folder_replaces_what_is_there(sandbox: 
 def test_copy_in_refuses_a_project_over_the_caps_and_leaves_no_container(
         sandbox_image: str, tmp_path: Path, docker_client) -> None:  # type: ignore[no-untyped-def]
     from dataclasses import replace
+
     from tests.sandbox.conftest import make_spec
     project = tmp_path / "big"
     project.mkdir()

@@ -6,7 +6,7 @@ probe reaches its limit quickly.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

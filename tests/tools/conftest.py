@@ -11,8 +11,8 @@ root) and paths that leave the workspace (on the double they would reach the hos
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

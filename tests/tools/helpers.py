@@ -44,6 +44,6 @@ class Agent:
     def content(self, path: str) -> str:
         return self.sandbox.read_file(path).data.decode()
 
-    def resumed(self) -> "Agent":
+    def resumed(self) -> Agent:
         """The same session seen by a new harness process: same sandbox, no in-memory state."""
         return Agent(self.catalog, self.sandbox, self.ctx.session, self.folder)

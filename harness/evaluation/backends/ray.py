@@ -18,9 +18,10 @@ import os
 import socket
 import tempfile
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from harness import checks
 from harness.config import Config, Secrets
@@ -89,7 +90,7 @@ class RemoteInstance:
         ship = self.ship if self.ship is not None else socket.gethostname() != self.driver_host
         if not ship:
             return task
-        import ray  # optional extra (harness[ray]); this runs only on a Ray worker, where it is installed
+        import ray  # noqa: PLC0415 - optional extra (harness[ray]); this runs only on a Ray worker, where it is installed
         safe_extract(ray.get(self.files.pack.remote(str(task.repo_dir))), where, MAX_BYTES, MAX_FILES)
         return dataclasses.replace(task, repo_dir=where)
 
@@ -138,7 +139,7 @@ def _evaluate(ray: Any, tasks: list[Task], stages: Stages, out: Path, model_name
 
 
 def _task_files(ray: Any, tasks: list[Task]) -> Any:
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # optional extra, as `ray` is
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415 - optional extra, as `ray` is
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     actor = ray.remote(TaskFiles).options(num_cpus=0, scheduling_strategy=here)
     return actor.remote(sorted({str(t.repo_dir) for t in tasks}))
@@ -157,9 +158,9 @@ def _receive(outcome: Outcome[Task, Shipped], out: Path, model_name: str) -> Ins
         record = outcome.result.record
     else:
         where = ", ".join(f"{a.host} pid {a.pid}" for a in outcome.attempts) or "no node"
-        record = InstanceRecord(instance_id=task.id, status="error", model_name_or_path=model_name,
-                                error=f"infrastructure: {outcome.error}; attempts on {where}")
-        checks.write_file(incoming / "error.txt", record.error + "\n")
+        error = f"infrastructure: {outcome.error}; attempts on {where}"
+        record = InstanceRecord(instance_id=task.id, status="error", model_name_or_path=model_name, error=error)
+        checks.write_file(incoming / "error.txt", error + "\n")
     record.infra_retries = outcome.infra_retries
     write_done(incoming, record)
     checks.remove_tree(folder, out)

@@ -17,8 +17,9 @@ and changes nothing.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from harness.errors import EditError
 from harness.tools.base import ToolContext

@@ -23,9 +23,10 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from sandbox.api import STATE_DIR, Sandbox
 
@@ -46,7 +47,7 @@ class EditState:
     applied: dict[str, Applied] = field(default_factory=dict)    # idempotency key -> outcome
     resumed: bool = False      # state was found in the sandbox: keys may be stored there
     loaded: bool = False       # load_once has run
-    texts: "OrderedDict[str, tuple[str, str]]" = field(default_factory=OrderedDict)  # realpath -> (sha, text)
+    texts: OrderedDict[str, tuple[str, str]] = field(default_factory=OrderedDict)  # realpath -> (sha, text)
 
     def load_once(self, sandbox: Sandbox, session: str) -> EditState:
         """This state, read from the sandbox on first use (a resumed session finds its fingerprints there)."""

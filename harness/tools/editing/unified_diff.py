@@ -12,7 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import unidiff
+from unidiff.errors import UnidiffParseError
+from unidiff.patch import Hunk as DiffHunk
+from unidiff.patch import PatchSet
 
 from harness.errors import EditError
 from harness.tools.editing.anchors import near_miss
@@ -82,8 +84,8 @@ def _hunk_body(lines: list[str], j: int) -> tuple[list[str], int]:
 
 def parse(text: str) -> list[FilePatch]:
     try:
-        patch = unidiff.PatchSet(recount(text))
-    except unidiff.UnidiffParseError as exc:
+        patch = PatchSet(recount(text))
+    except UnidiffParseError as exc:
         raise EditError(f"the patch could not be parsed ({exc}); expected a unified diff like:\n{EXAMPLE}") from None
     if not len(patch):
         raise EditError(f"the patch has no file headers (`--- a/path` then `+++ b/path`); "
@@ -98,7 +100,7 @@ def _name(raw: str) -> str | None:
     return name[2:] if name[:2] in ("a/", "b/") else name
 
 
-def _hunk(h: "unidiff.Hunk") -> Hunk:
+def _hunk(h: DiffHunk) -> Hunk:
     old: list[str] = []
     new: list[str] = []
     new_no_eol = False

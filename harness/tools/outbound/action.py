@@ -11,8 +11,9 @@ every outbound tool gets the same guarantees: approval, idempotency key, exactly
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from harness.errors import ApprovalError
 from harness.tools.base import Effect, Tool, ToolContext, key_schema

@@ -9,7 +9,6 @@ where it comes from, and a model header of the same name is refused.
 
 from __future__ import annotations
 
-import socket
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -113,7 +112,7 @@ def _execute_with(timeout: float, max_bytes: int, state_dir: Path) -> Any:
                 return _describe(response.status, response.reason, dict(response.headers), response.read(max_bytes))
         except urllib.error.HTTPError as exc:
             return _describe(exc.code, str(exc.reason), dict(exc.headers or {}), exc.read(max_bytes))
-        except (urllib.error.URLError, socket.timeout, OSError) as exc:
+        except (TimeoutError, urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise ToolError(f"{args['method']} {safe_ident(args['url'])} failed before any response: "
                             f"{safe_text(str(reason))}. Whether the server received it is unknown; it is not "

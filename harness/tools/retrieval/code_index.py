@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping
 
 from harness.tools.retrieval.chunks import Chunk, chunk_file, terms
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import shlex
 import tarfile
-from typing import Mapping
+from collections.abc import Mapping
 
 from harness.config import ToolsConfig
 from harness.errors import ToolError

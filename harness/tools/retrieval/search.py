@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from typing import Any
 
 from harness.config import ToolsConfig
 from harness.errors import PathError, ToolError
@@ -75,7 +76,7 @@ def _search(ctx: ToolContext, pattern: str, path: str, cap: int) -> str:
     return _render(data, pattern, path, cap)
 
 
-def _render(data: dict, pattern: str, path: str, cap: int) -> str:
+def _render(data: dict[str, Any], pattern: str, path: str, cap: int) -> str:
     where = "the project" if path in (".", "", WORKDIR) else repr(path)
     if data["total"] == 0:
         if data["rc"] >= 2 and "No such file or directory" in data["err"]:

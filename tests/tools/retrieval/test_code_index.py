@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from harness.tools.retrieval.chunks import chunk_file, terms
 from harness.tools.retrieval.code_index import CodeIndex, rank_files
