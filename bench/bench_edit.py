@@ -54,7 +54,8 @@ def run_edits(box: DockerSandbox, path: str, start: int, count: int, lint: bool)
     assert not catalog.execute(ToolUse("v", "view", {"path": path}), ctx).is_error
     times = []
     for i in range(start, start + count):
-        call = ToolUse(f"e{i}", "edit", {"path": path, "old": f"    return amount * {i % 97 + 2} // 100\n\ndef tax_{i + 1}(",
+        call = ToolUse(f"e{i}", "edit", {"path": path,
+                                          "old": f"    return amount * {i % 97 + 2} // 100\n\ndef tax_{i + 1}(",
                                           "new": f"    return amount * {i % 97 + 3} // 100\n\ndef tax_{i + 1}("})
         t0 = time.perf_counter()
         result = catalog.execute(call, ctx)

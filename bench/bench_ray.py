@@ -42,7 +42,7 @@ def noop(item: int) -> int:
 
 
 def dispatch(address: str, n: int) -> dict[str, float]:
-    import ray
+    import ray  # noqa: PLC0415 - optional extra (pip install 'harness[ray]'), imported only when the benchmark runs
     t0 = time.perf_counter()
     with keep_loopback():   # the cluster listens on 127.0.0.1 only; Ray would rewrite that address
         ray.init(address=address, logging_level="WARNING", log_to_driver=False, namespace="harness")

@@ -5,9 +5,10 @@
 Prints p50/p95 of one trivial command (`true`) through the harness `bash` tool (channel, capture
 and observation formatting included), back to back and 50 ms apart (the channel starts the next
 command's bash after answering, which a model's thinking time always covers), through the
-`docker exec` CLI and through docker-py's `exec_run`, all in the same container; start-to-ready and teardown of a sandbox; and for 1 GiB of
-output through the `bash` tool: throughput, the harness's extra peak memory (measured in a child
-process, so earlier work does not hide it) and the channel server's peak memory in the container.
+`docker exec` CLI and through docker-py's `exec_run`, all in the same container; start-to-ready
+and teardown of a sandbox; and for 1 GiB of output through the `bash` tool: throughput, the
+harness's extra peak memory (measured in a child process, so earlier work does not hide it) and
+the channel server's peak memory in the container.
 Each figure is printed with its target from the sandbox issue.
 """
 

@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+import datetime
 import os
+import re
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import docker
 import pytest
+
+from sandbox.api import SandboxSpec
+from sandbox.docker_sandbox import DockerSandbox
+from sandbox.images import ensure_image
+from sandbox.reaper import owner_alive
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TASKS_DIR = REPO_ROOT / "tasks"
 
 
 def _docker_client():  # type: ignore[no-untyped-def]
-    import docker
     try:
         client = docker.from_env()
         client.ping()
@@ -34,7 +41,6 @@ def docker_client():  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="session")
 def sandbox_image(docker_client) -> str:  # type: ignore[no-untyped-def]
     """The sandbox image tag, built once if its inputs changed."""
-    from sandbox.images import ensure_image
     return ensure_image(python="3.11")
 
 
@@ -51,8 +57,6 @@ def project_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def sandbox(sandbox_image: str, project_dir: Path) -> Iterator[object]:
     """A running DockerSandbox holding `project_dir`'s files; removed afterwards."""
-    from sandbox.api import SandboxSpec
-    from sandbox.docker_sandbox import DockerSandbox
     spec = SandboxSpec(image=sandbox_image, session=f"test-{uuid.uuid4().hex[:8]}", project_dir=project_dir,
                        labels={"harness.test": "1"})
     with DockerSandbox(spec) as box:
@@ -64,8 +68,6 @@ _SESSION_STARTED = time.time()
 
 def _created(stamp: str) -> float:
     """Docker's RFC 3339 timestamps (nanoseconds, 'Z' or an offset) as epoch seconds; 0 if unreadable."""
-    import datetime
-    import re
     m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?(Z|[+-]\d\d:\d\d)?", stamp or "")
     if not m:
         return 0.0
@@ -76,7 +78,6 @@ def _created(stamp: str) -> float:
 
 def _leaked(labels: dict[str, str], created: float) -> bool:
     """Ours if made by this pytest process, or by a process of this run that is gone now."""
-    from sandbox.reaper import owner_alive
     if labels.get("harness.pid") == str(os.getpid()):
         return True
     return created >= _SESSION_STARTED and not owner_alive(labels)
@@ -88,7 +89,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     Containers of other test runs on the same machine (their owner process is alive) are not ours.
     """
     try:
-        import docker
         client = docker.from_env()
         managed = {"label": ["harness.managed=true"]}
         # the low-level list: it never inspects, so a container removed meanwhile cannot fail the check

@@ -139,7 +139,8 @@ class Terminal:
     def read_until(self, text: str, timeout: float = 20.0) -> str:
         deadline = time.time() + timeout
         while text.encode() not in self.screen:
-            assert time.time() < deadline, f"{text!r} never appeared; the terminal shows:\n{self.screen.decode(errors='replace')}"
+            assert time.time() < deadline, (f"{text!r} never appeared; the terminal shows:\n"
+                                            f"{self.screen.decode(errors='replace')}")
             ready, _, _ = select.select([self.master], [], [], 0.1)
             if ready:
                 try:

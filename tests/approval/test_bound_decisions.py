@@ -38,7 +38,8 @@ def test_a_request_asked_again_after_expiry_is_a_new_id_and_the_old_approval_can
         "harness approvals: request #1 is already expired (by timeout); only a pending request can be "
         "approved or denied"))
     moved = harness_cli("approve", "2", "--hash", seen["request_hash"], state_dir=tmp_path)
-    assert moved.returncode == 1 and f"request #2 is not the one you saw: its hash is {second.request_hash}" in moved.stderr
+    assert moved.returncode == 1 and (f"request #2 is not the one you saw: its hash is {second.request_hash}"
+                                      in moved.stderr)
     blind = harness_cli("approve", "2", state_dir=tmp_path)     # no hash, no terminal
     assert blind.returncode == 2 and "no --hash and no terminal to show the request on" in blind.stderr
     assert "`harness approvals show 2`" in blind.stderr

@@ -22,8 +22,8 @@ def server() -> Iterator[CountingServer]:
 
 
 def _ask(state: Path, server: CountingServer, body: str, key: str = "tty-1") -> Terminal:
-    return Terminal([sys.executable, str(CALLER), "--state-dir", str(state), "--mode", "ask", "--url", server.url(), "--key", key,
-                     "--body", body])
+    return Terminal([sys.executable, str(CALLER), "--state-dir", str(state), "--mode", "ask", "--url", server.url(),
+                     "--key", key, "--body", body])
 
 
 def test_the_prompt_shows_the_preview_and_yes_sends_once(tmp_path: Path, server: CountingServer) -> None:

@@ -69,7 +69,8 @@ def _result_of(out: Path, tool: str) -> dict[str, object]:
     return next(b for b in blocks if b["type"] == "tool_result" and b["tool_use_id"] == call_id)
 
 
-def test_an_injected_exfiltration_is_held_shown_and_denied_in_an_unattended_run(tmp_path: Path, sandbox_image: str) -> None:
+def test_an_injected_exfiltration_is_held_shown_and_denied_in_an_unattended_run(tmp_path: Path,
+                                                                                 sandbox_image: str) -> None:
     (tmp_path / "deny").mkdir()
     with CountingServer() as collector:
         state, out = _run(tmp_path, sandbox_image, collector.url("/backup"), "deny", None)

@@ -11,7 +11,7 @@ import pytest
 from harness.approval.gate import ApprovalGate
 from harness.approval.policy import load_policy
 from harness.approval.queue import ApprovalQueue
-from harness.config import Config
+from harness.config import Config, load
 from harness.errors import ApprovalDenied, ConfigError, ToolArgumentsError
 from harness.tools.base import Effect, ToolContext
 from harness.tools.outbound.preview import safe_ident, safe_text
@@ -150,7 +150,8 @@ def test_an_operator_registered_tool_gets_the_same_guarantees(tmp_path: Path, mo
     site = tmp_path / "site"
     (site / "chatplugin-1.0.dist-info").mkdir(parents=True)
     (site / "chatplugin.py").write_text(PLUGIN)
-    (site / "chatplugin-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: chatplugin\nVersion: 1.0\n")
+    (site / "chatplugin-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: chatplugin\nVersion: 1.0\n")
     (site / "chatplugin-1.0.dist-info" / "entry_points.txt").write_text(
         "[harness.outbound_tools]\nsend_message = chatplugin:make\n")
     monkeypatch.syspath_prepend(str(site))
@@ -185,7 +186,6 @@ def test_the_audit_log_exports_every_decision_and_execution(tmp_path: Path) -> N
 
 
 def test_the_environment_sets_policy_index_and_remotes_and_refuses_passwords_in_urls(tmp_path: Path) -> None:
-    from harness.config import load
     config, _ = load({"HARNESS_APPROVE": "deny", "HARNESS_APPROVAL_POLICY": str(tmp_path / "p.toml"),
                       "HARNESS_PIP_INDEX_URL": "http://127.0.0.1:3141/simple",
                       "HARNESS_GIT_REMOTES": "origin=git@example.org:me/repo.git backup=/srv/git/repo.git"})

@@ -33,7 +33,8 @@ def _fill(queue: ApprovalQueue) -> None:
                  args={"headers": {"Authorization": "Bearer model-sent"}}, preview="p")
 
 
-def test_a_new_state_folder_is_0700_and_the_database_files_0600_under_umask_022(tmp_path: Path, umask_022: None) -> None:
+def test_a_new_state_folder_is_0700_and_the_database_files_0600_under_umask_022(tmp_path: Path,
+                                                                                 umask_022: None) -> None:
     state = tmp_path / "home" / "state"
     queue = ApprovalQueue(state)
     _fill(queue)

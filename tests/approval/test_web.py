@@ -26,8 +26,9 @@ CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 @pytest.fixture
 def page_url(tmp_path: Path) -> Iterator[str]:
     """`harness approvals serve --port 0` in its own process; yields the URL it prints (with token)."""
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "approvals", "--state-dir", str(tmp_path), "serve",
-                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "approvals", "--state-dir", str(tmp_path),
+                             "serve", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     try:
         line = proc.stdout.readline() if proc.stdout else ""
         match = re.search(r"http://127\.0\.0\.1:\d+/\?token=\S+", line)
@@ -41,7 +42,8 @@ def page_url(tmp_path: Path) -> Iterator[str]:
 @pytest.fixture
 def browser() -> Iterator[webdriver.Chrome]:
     for path in (CHROMIUM, CHROMEDRIVER):
-        assert Path(path).exists(), f"{path} is missing: apt-get install chromium chromium-driver (scripts/install does)"
+        assert Path(path).exists(), (f"{path} is missing: apt-get install chromium chromium-driver "
+                                     "(scripts/install does)")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):

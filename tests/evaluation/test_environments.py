@@ -25,12 +25,13 @@ def _fake_wheel(folder: Path, name: str, requires: list[str]) -> None:
 
 
 def test_wheelhouse_completes_dependencies_by_the_target_pythons_markers(tmp_path):
-    _fake_wheel(tmp_path, "pytest", ['tomli>=1; python_version < "3.11"', "iniconfig", 'colorama; sys_platform == "win32"',
-                                     'hypothesis; extra == "dev"'])
+    _fake_wheel(tmp_path, "pytest", ['tomli>=1; python_version < "3.11"', "iniconfig",
+                                     'colorama; sys_platform == "win32"', 'hypothesis; extra == "dev"'])
     _fake_wheel(tmp_path, "iniconfig", [])
     assert missing_dependencies(tmp_path, "3.9") == ["tomli>=1"]
     assert missing_dependencies(tmp_path, "3.11") == []
-    assert applicable(['backports.zoneinfo==0.2.1; python_version < "3.9"', "pytest==8.3.5"], "3.11") == ["pytest==8.3.5"]
+    assert applicable(['backports.zoneinfo==0.2.1; python_version < "3.9"', "pytest==8.3.5"],
+                      "3.11") == ["pytest==8.3.5"]
 
 
 def test_equal_environments_share_an_image_and_the_project_counts_only_with_install_cmd():

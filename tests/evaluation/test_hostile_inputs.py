@@ -23,11 +23,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.core import sources
 from harness.core.sources import MAX_SOURCE_FILES, extract_tarball
 from harness.core.task import check_meta, load_task
 from harness.errors import TaskError, UnsafePathError
 from harness.evaluation.grading import grade_patch
-from harness.evaluation.instances import load_instances
+from harness.evaluation.instances import load_instances, load_predictions
 
 from .conftest import TASKS, TEST_LABELS
 
@@ -79,7 +80,8 @@ def _tarball(path: Path, files: dict[str, bytes]) -> Path:
     return path
 
 
-def _eval_instances(tmp_path: Path, instances: Path, repos: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def _eval_instances(tmp_path: Path, instances: Path, repos: Path,
+                    env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*HARNESS, "eval", "--instances", str(instances), "--repos", str(repos), "--model",
                            "empty", "--out", str(tmp_path / "out"), "--label", "harness.test=1"],
                           env=env, capture_output=True, text=True, timeout=300)
@@ -164,7 +166,6 @@ def test_a_python_version_with_a_trailing_newline_is_refused_and_a_plain_one_acc
 
 
 def test_a_prediction_for_an_id_that_cannot_name_a_folder_is_refused(tmp_path):
-    from harness.evaluation.instances import load_predictions
     preds = tmp_path / "preds.jsonl"
     preds.write_text(json.dumps({"instance_id": "../x", "model_name_or_path": "m", "model_patch": ""}) + "\n")
     with pytest.raises(TaskError, match=r"prediction #1: instance_id '\.\./x' cannot name a folder"):
@@ -264,7 +265,6 @@ def test_a_tarball_with_more_members_than_the_cap_is_refused_with_the_cap_named(
 
 
 def test_a_tarball_whose_content_exceeds_the_size_cap_is_refused_before_writing(tmp_path):
-    from harness.core import sources
     root = tmp_path / "sources"
     root.mkdir()
     big = tmp_path / "big.tar.gz"

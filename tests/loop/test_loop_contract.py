@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -90,7 +91,8 @@ def test_malformed_tool_calls_become_error_observations_and_the_model_recovers(c
         [text("list.txt holds bread and milk.")]])
     result = run_loop(model, catalog, ctx, START, config())
     wrong_arg, unknown, bad_json = result.messages[3].tool_results
-    assert wrong_arg.is_error and "`path` is missing" in wrong_arg.content and "`file`: not an argument" in wrong_arg.content
+    assert wrong_arg.is_error and "`path` is missing" in wrong_arg.content
+    assert "`file`: not an argument" in wrong_arg.content
     assert 'A correct call: read({"path": "list.txt"})' in wrong_arg.content
     assert unknown.is_error and "there is no tool named 'reed'" in unknown.content
     assert bad_json.is_error and bad_json.content == "not JSON; send an object"
@@ -150,13 +152,13 @@ def test_harness_failure_in_a_tool_stops_the_run_and_still_answers_every_call(ca
 def test_token_budget_stops_before_the_next_call(catalog, ctx) -> None:
     heavy = [{"content": t, "usage": {"input_tokens": 600, "output_tokens": 50}} for t in SHOPPING]
     result = run_loop(ScriptedModel(heavy), catalog, ctx, START, config(max_total_tokens=1000))
-    assert result.stop_reason == "budget" and "token budget spent: 1300 >= loop.max_total_tokens 1000" in result.final_text
+    assert result.stop_reason == "budget"
+    assert "token budget spent: 1300 >= loop.max_total_tokens 1000" in result.final_text
     assert result.turns == 2 and result.usage.input_tokens == 1200
     assert_contract(result.messages)
 
 
 def test_cost_is_computed_from_the_price_table(catalog, ctx) -> None:
-    import dataclasses
     priced = [{"content": t, "usage": {"input_tokens": 1_000_000, "output_tokens": 100_000}} for t in SHOPPING]
     cfg = config()
     cfg = cfg.replace(model=dataclasses.replace(cfg.model, prices={"scripted": [3.0, 15.0]}))

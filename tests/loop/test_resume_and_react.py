@@ -83,5 +83,6 @@ def test_react_unknown_tool_gets_the_catalog_listing(catalog) -> None:
     inner = ScriptedModel([[text('Action: cat\nAction Input: {"path": "list.txt"}')], [text("Final Answer: ok")]])
     result = run_loop(ReActModel(inner), catalog, make_ctx(), START, config())
     observation = result.messages[3].tool_results[0]
-    assert observation.is_error and "there is no tool named 'cat'; the tools are: list, read, write" in observation.content
+    assert observation.is_error
+    assert "there is no tool named 'cat'; the tools are: list, read, write" in observation.content
     assert result.stop_reason == "end"

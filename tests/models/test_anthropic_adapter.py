@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from harness.config import ModelConfig
+from harness.config import Config, ModelConfig
 from harness.errors import ModelError, ModelTruncated
+from harness.loop import price_of, run_loop
 from harness.messages import Message, TextBlock, ToolResult, ToolUse, system, user
 from harness.models.anthropic import AnthropicModel
+from harness.tools.base import ToolContext
+from harness.tools.catalog import Catalog
 
 TOOLS = [{"name": "bash", "description": "Run a shell command.",
           "input_schema": {"type": "object", "properties": {"command": {"type": "string"}},
@@ -96,10 +101,6 @@ def test_persistent_server_error_gives_up_after_bounded_attempts(provider) -> No
 
 
 def test_api_failure_that_survives_retries_stops_the_loop_as_error(provider) -> None:
-    from harness.config import Config
-    from harness.loop import run_loop
-    from harness.tools.base import ToolContext
-    from harness.tools.catalog import Catalog
     for _ in range(3):
         provider.reply(529, {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}})
     ctx = ToolContext(sandbox=None, session="t")  # type: ignore[arg-type]
@@ -109,10 +110,6 @@ def test_api_failure_that_survives_retries_stops_the_loop_as_error(provider) -> 
 
 
 def test_price_is_found_for_a_react_wrapped_model() -> None:
-    import dataclasses
-
-    from harness.config import Config
-    from harness.loop import price_of
     cfg = Config()
     cfg = cfg.replace(model=dataclasses.replace(cfg.model, prices={"anthropic:claude-test": [3.0, 15.0]}))
     assert price_of(cfg, "anthropic:claude-test+react") == [3.0, 15.0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 
@@ -11,6 +12,7 @@ from harness.errors import ModelError, ModelTruncated
 from harness.messages import Message, TextBlock, ToolResult, ToolUse, system, user
 from harness.models.base import MALFORMED
 from harness.models.openai import OpenAIModel
+from harness.models.react import ReActModel
 
 TOOLS = [{"name": "bash", "description": "Run a shell command.",
           "input_schema": {"type": "object", "properties": {"command": {"type": "string"}},
@@ -106,7 +108,6 @@ def test_server_errors_are_retried_and_bad_requests_are_not(provider) -> None:
 
 
 def test_unreachable_server_is_retried_as_a_connection_error() -> None:
-    import socket
     with socket.socket() as s:   # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -115,7 +116,6 @@ def test_unreachable_server_is_retried_as_a_connection_error() -> None:
 
 
 def test_react_over_a_compatible_server_sends_text_only_and_parses_the_action(provider) -> None:
-    from harness.models.react import ReActModel
     provider.reply(200, _reply({"content": 'Thought: list files\nAction: bash\nAction Input: {"command": "ls"}\n'
                                            "Observation: setup.py"}))
     response = ReActModel(_model(provider.url)).respond(CONVERSATION, TOOLS)

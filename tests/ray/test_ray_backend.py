@@ -18,7 +18,8 @@ from harness.errors import ConfigError
 from harness.evaluation.ray_backend import Outcome, import_ray, run_on_ray
 from harness.evaluation.ray_cluster import LocalCluster, RayNode, _tree
 from harness.evaluation.ray_resources import TaskResources, check_capacity, parse_size
-from sandbox.api import Limits
+from sandbox.api import Limits, SandboxSpec
+from sandbox.docker_sandbox import DockerSandbox
 from sandbox.errors import DockerUnavailable
 
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])   # the jobs below run on the nodes
@@ -34,8 +35,6 @@ def sleepy(item: tuple[str, float]) -> dict[str, Any]:
 def holds_a_sandbox(item: tuple[str, str, str]) -> str:
     """Start a sandbox, note this process's pid in `marks`, and keep the sandbox for a while."""
     name, image, marks = item
-    from sandbox.api import SandboxSpec
-    from sandbox.docker_sandbox import DockerSandbox
     spec = SandboxSpec(image=image, session=f"raytest-{name}-{uuid.uuid4().hex[:6]}", labels={"harness.test": "1"})
     with DockerSandbox(spec):
         (Path(marks) / f"{name}.{os.getpid()}").write_text("")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import tarfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import pytest
 from sandbox.copy import safe_extract
 from sandbox.docker_sandbox import DockerSandbox
 from sandbox.errors import CopyError
+from tests.sandbox.conftest import make_spec
 
 CAP_BYTES, CAP_FILES = 10 * 1024 * 1024, 1000
 
@@ -60,9 +62,6 @@ def test_fifos_and_sockets_in_the_workspace_are_skipped(sandbox: DockerSandbox, 
 
 
 def test_copy_out_refuses_more_than_the_file_cap(sandbox_image: str, tmp_path: Path) -> None:
-    from dataclasses import replace
-
-    from tests.sandbox.conftest import make_spec
     spec = replace(make_spec(sandbox_image), max_copy_files=50)
     with DockerSandbox(spec) as box:
         box.exec("mkdir many && touch many/f$(seq -s ' many/f' 1 60)", timeout=10)
@@ -137,7 +136,6 @@ def test_copy_in_never_follows_host_symlinks(sandbox_image: str, tmp_path: Path)
     secret = tmp_path / "secret.txt"
     secret.write_text("host secret\n")
     (project / "link").symlink_to(secret)
-    from tests.sandbox.conftest import make_spec
     with DockerSandbox(make_spec(sandbox_image, project_dir=project)) as box:
         listing = box.exec("readlink link; cat link; cat main.py", timeout=10)
     assert listing.stdout.text == f"{secret}\nprint(1)\n"           # the link came in as a link, dangling
@@ -168,9 +166,6 @@ def test_copying_out_twice_into_the_same_folder_replaces_what_is_there(sandbox: 
 
 def test_copy_in_refuses_a_project_over_the_caps_and_leaves_no_container(
         sandbox_image: str, tmp_path: Path, docker_client) -> None:  # type: ignore[no-untyped-def]
-    from dataclasses import replace
-
-    from tests.sandbox.conftest import make_spec
     project = tmp_path / "big"
     project.mkdir()
     for i in range(30):

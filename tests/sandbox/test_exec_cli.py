@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -65,7 +66,6 @@ def test_shell_runs_each_line_and_prints_the_observation(project_dir: Path) -> N
 
 
 def test_exec_without_a_docker_daemon_says_how_to_start_one(tmp_path: Path) -> None:
-    import os
     env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
     done = subprocess.run([HARNESS, "exec", "--", "true"], capture_output=True, text=True, timeout=120, cwd=REPO,
                           env=env)

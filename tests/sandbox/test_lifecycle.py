@@ -19,8 +19,9 @@ from harness.config import ToolsConfig
 from harness.errors import ToolError
 from harness.tools.base import ToolContext
 from harness.tools.shell.bash import bash_tool
+from sandbox.api import SandboxSpec
 from sandbox.docker_sandbox import DockerSandbox
-from sandbox.errors import ChannelClosed, ImageError
+from sandbox.errors import ChannelClosed, ImageError, SandboxError
 from sandbox.reaper import reap
 from tests.sandbox.conftest import make_spec, processes
 
@@ -153,9 +154,6 @@ def test_a_late_answer_is_never_taken_for_the_next_commands(sandbox: DockerSandb
 
 
 def test_with_over_an_already_started_sandbox_makes_no_second_container(sandbox_image: str, docker_client) -> None:
-    from sandbox.api import SandboxSpec
-    from sandbox.docker_sandbox import DockerSandbox
-    from sandbox.errors import SandboxError
     box = DockerSandbox(SandboxSpec(image=sandbox_image, session="twice", labels={"harness.test": "1"}))
     box.start()
     with box:

@@ -37,7 +37,8 @@ def file_scenario(box: Sandbox, out: Path) -> list[Any]:
     seen.append((read.path, read.realpath, read.data, read.size, read.sha256))
     box.write_file("cas/run.sh", b"#!/bin/sh\n", mode=0o750)
     box.write_file("cas/run.sh", b"#!/bin/sh\nexit 0\n")                         # the mode is kept
-    seen.append(box.exec("stat -c %a cas/run.sh && ln -s a.txt cas/link && realpath -m -- /workspace/cas/x").stdout.text)
+    seen.append(box.exec("stat -c %a cas/run.sh && ln -s a.txt cas/link && realpath -m -- /workspace/cas/x")
+                .stdout.text)
     seen.append(box.read_file("/workspace/cas/link").realpath)
     for call in (lambda: box.read_file("cas/missing.txt"), lambda: box.read_file("cas"),
                  lambda: box.write_file("cas", b"x"), lambda: box.write_file("cas/a.txt/sub", b"x"),

@@ -7,7 +7,9 @@ The positive control is a TCP/UDP round trip over the sandbox's own loopback, wh
 from __future__ import annotations
 
 import errno
+import socket
 
+from harness.tools.shell.truncation import ERROR_PATTERN, format_observation
 from sandbox.docker_sandbox import DockerSandbox
 from tests.sandbox.conftest import probe_json
 
@@ -75,7 +77,6 @@ def test_dns_lookup_fails_to_resolve(shared_box: DockerSandbox) -> None:
         except socket.gaierror as exc:
             print(json.dumps({"code": exc.errno, "message": str(exc)}))
     """)
-    import socket
     assert got["code"] in (socket.EAI_AGAIN, socket.EAI_NONAME), got
 
 
@@ -120,7 +121,6 @@ def test_loopback_inside_the_sandbox_works(shared_box: DockerSandbox) -> None:
 
 
 def test_network_failure_in_the_shell_tool_carries_the_no_network_hint(shared_box: DockerSandbox) -> None:
-    from harness.tools.shell.truncation import ERROR_PATTERN, format_observation
     result = shared_box.exec("python3 -c 'import urllib.request; urllib.request.urlopen(\"http://1.1.1.1\")'",
                              timeout=20, error_pattern=ERROR_PATTERN)
     text = format_observation(result)

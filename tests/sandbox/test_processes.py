@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 from sandbox.docker_sandbox import DockerSandbox
+from sandbox.errors import ChannelClosed
 from tests.sandbox.conftest import processes
 
 BASELINE = {"docker-init", "sleep", "python3"}   # init, the container's `sleep infinity`, the channel
@@ -110,7 +111,6 @@ def test_the_agent_cannot_stop_the_container_by_signalling_init_or_the_main_proc
 
 
 def test_killing_every_process_of_the_agent_loses_only_the_channel(sandbox: DockerSandbox) -> None:
-    from sandbox.errors import ChannelClosed
     sandbox.exec("echo kept > kept.txt", timeout=10)
     try:
         sandbox.exec("kill -KILL -1", timeout=10)

@@ -80,7 +80,8 @@ def test_filling_tmp_does_not_stop_the_channel_saving_output(small_box: DockerSa
 
 
 def test_too_many_open_files_fails_with_emfile(small_box: DockerSandbox) -> None:
-    result = small_box.exec("python3 -c '\nimport errno\nfs = []\ntry:\n    while True: fs.append(open(\"/dev/null\"))\n"
+    result = small_box.exec("python3 -c '\nimport errno\nfs = []\ntry:\n"
+                            "    while True: fs.append(open(\"/dev/null\"))\n"
                             "except OSError as e: print(errno.errorcode[e.errno], len(fs) < 256)'", timeout=30)
     assert result.stdout.text == "EMFILE True\n", result
 

@@ -105,7 +105,8 @@ def test_view_of_a_file_too_big_to_hold_shows_its_start_and_how_to_read_the_rest
 
 def test_search_in_a_single_file_names_the_file(agent: Agent) -> None:
     path = agent.put("one.py", "alpha = 1\nbeta = 2\n")
-    assert agent.ok("search", pattern="beta", path=path) == f"1 match in 1 file for 'beta' in '{path}':\n{path}:2: beta = 2"
+    assert agent.ok("search", pattern="beta", path=path) == (f"1 match in 1 file for 'beta' in '{path}':\n"
+                                                             f"{path}:2: beta = 2")
 
 
 @pytest.mark.docker

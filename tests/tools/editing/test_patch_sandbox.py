@@ -35,7 +35,8 @@ def test_hunk_mismatch_in_one_file_leaves_every_file_unchanged(agent: Agent) -> 
     message = agent.error("apply_patch", patch=patch)
     assert message.startswith("the patch was not applied; no file was changed:")
     assert f"hunk 1 (@@ -1,2 +1,2 @@) of {pb} does not match the file anywhere" in message
-    assert "expected near line 1:\n  def b():\n      return 999\nbut the file has there:\n1  def b():\n2      return 2" in message
+    assert ("expected near line 1:\n  def b():\n      return 999\n"
+            "but the file has there:\n1  def b():\n2      return 2") in message
     assert agent.content(pa) == A and agent.content(pb) == B
     agent.ok("apply_patch", patch=patch.replace("return 999", "return 2"))
     assert "return 100" in agent.content(pa) and "return 3" in agent.content(pb)

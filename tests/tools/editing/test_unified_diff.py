@@ -88,4 +88,5 @@ def test_hunk_without_line_numbers_and_ambiguous_context_is_refused() -> None:
     (fp,) = unified_diff.parse(patch)
     with pytest.raises(EditError) as info:
         unified_diff.apply("x = 1\ny = 2\nx = 1\ny = 2\n", fp.hunks, "f")
-    assert "has no line numbers (a bare @@) and its context and removed lines occur 2 times, at lines 1, 3" in str(info.value)
+    assert ("has no line numbers (a bare @@) and its context and removed lines occur 2 times, at lines 1, 3"
+            in str(info.value))
