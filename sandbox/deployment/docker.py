@@ -34,11 +34,11 @@ def container_options(spec: SandboxSpec) -> dict[str, Any]:
     # Docker mounts a tmpfs `noexec,nosuid,nodev` unless told otherwise; `exec` lifts only the first.
     # The agent's project must run as its own CI runs it: `./run.sh`, django's `./tests/runtests.py`,
     # sympy's `bin/test`, and C extensions built in place (mmap with PROT_EXEC fails on noexec).
-    # /home/agent is exec too: pip, finding the read-only site-packages, installs into ~/.local, whose
-    # bin/ scripts and compiled extensions must run and load. noexec bounds nothing here: the agent
-    # already runs any code through python3 or bash. The boundaries are the user, no capabilities,
-    # no-new-privileges and `nosuid` (a setuid file written here runs with the writer's ids) and
-    # `nodev` (a device node written here cannot be opened), which every writable mount keeps.
+    # /home/agent is exec too: pip, finding site-packages read-only, falls back to `--user` and installs
+    # into ~/.local, whose bin/ scripts and compiled extensions must run and load. noexec would bound
+    # nothing: the agent already runs any code it likes through python3 or bash. The boundaries are
+    # the non-root user, no capabilities, no-new-privileges, and on every writable mount `nosuid` (a
+    # setuid-root file there runs with the caller's ids) and `nodev` (a device node there cannot be opened).
     tmpfs_opts = f"rw,exec,nosuid,nodev,uid={AGENT_UID},gid={AGENT_UID},mode=0755"
     return {
         "network_mode": "none",                       # no interface but loopback: nothing leaves
