@@ -1,0 +1,192 @@
+"""Declarations read statically from hostile trees, and resolved with the real uv against the real PyPI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from harness.core.sources import cache_dir
+from harness.environments.resolve import (
+    Declarations,
+    ResolveError,
+    exclude_newer,
+    read_declarations,
+    resolve,
+    resolve_tree,
+    run_uv,
+)
+from harness.environments.wheelhouse import WheelhouseError
+
+SWEBENCH = Path("/work/shared/swebench")
+
+
+class CountingRunner:
+    """The real uv runner, counting its runs."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def __call__(self, cmd: list[str], stdin: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        self.runs += 1
+        return run_uv(cmd, stdin, cwd)
+
+
+def tree(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def origins(found: Declarations) -> dict[str, str]:
+    return {d.requirement: d.origin for d in found.requirements}
+
+
+def test_requirements_files_are_read_with_their_includes_and_without_options(tmp_path: Path) -> None:
+    root = tree(tmp_path, {
+        "requirements.txt": "# top\n-e .\n--index-url https://example.invalid/simple\n-r requirements/base.txt\n"
+                            "requests>=2.0 ; python_version < \"4\"  # inline comment\nclick \\\n  >=7\n",
+        "requirements/base.txt": "six==1.16.0\n-c constraints.txt\n",
+        "requirements-dev.txt": "pytest\ngit+https://github.com/x/y.git\n./local/pkg\n",
+        "ci/extra.txt": "tox\n"})
+    found = read_declarations(root, files=["ci/extra.txt"])
+    assert origins(found) == {"requests>=2.0; python_version < \"4\"": "requirements.txt:5",
+                              "click>=7": "requirements.txt:6", "six==1.16.0": "requirements/base.txt:1",
+                              "pytest": "requirements-dev.txt:1", "tox": "ci/extra.txt:1"}
+    assert {u.origin for u in found.unreadable} == {"requirements-dev.txt:2", "requirements-dev.txt:3"}
+    assert all("URL or path" in u.reason for u in found.unreadable)
+
+
+def test_includes_and_links_leading_outside_the_tree_are_refused_unread(tmp_path: Path) -> None:
+    root = tree(tmp_path / "project", {"requirements.txt": "-r ../../etc/passwd\n--requirement /etc/passwd\nsix\n"})
+    (root / "requirements-link.txt").symlink_to("/etc/passwd")
+    found = read_declarations(root)
+    assert found.texts() == ["six"]
+    refused = {u.origin: u.reason for u in found.unreadable}
+    assert set(refused) == {"../../etc/passwd", "/etc/passwd", "requirements-link.txt"}
+    assert "not a relative path inside" in refused["../../etc/passwd"]
+    assert "symbolic link" in refused["requirements-link.txt"]
+    assert not any("root" in d.requirement for d in found.requirements)
+
+
+def test_setup_cfg_install_requires_and_extras_only_when_asked(tmp_path: Path) -> None:
+    root = tree(tmp_path, {"setup.cfg": "[metadata]\nname = x\n[options]\ninstall_requires =\n    attrs>=19\n"
+                                        "    importlib-metadata; python_version < \"3.8\"\n"
+                                        "[options.extras_require]\ntesting =\n    pytest>=4\ndocs = sphinx\n"})
+    assert read_declarations(root).texts() == ["attrs>=19", "importlib-metadata; python_version < \"3.8\""]
+    found = read_declarations(root, extras=["Testing"])
+    assert origins(found)["pytest>=4"] == "setup.cfg [options.extras_require] testing"
+    assert "sphinx" not in found.texts()
+
+
+def test_pyproject_dependencies_and_optional_dependencies_only_when_asked(tmp_path: Path) -> None:
+    root = tree(tmp_path, {"pyproject.toml": "[project]\nname = \"x\"\ndependencies = [\"httpx>=0.23\", \"anyio\"]\n"
+                                             "[project.optional-dependencies]\ntest = [\"pytest\"]\n"})
+    assert read_declarations(root).texts() == ["httpx>=0.23", "anyio"]
+    assert origins(read_declarations(root, extras=["test"]))["pytest"] == \
+        "pyproject.toml [project] optional-dependencies test"
+
+
+HOSTILE_SETUP = """\
+import pathlib
+pathlib.Path(__file__).with_name("EXECUTED").write_text("setup.py ran")
+from setuptools import setup
+BASE = ["requests>=2.0", "six"]
+setup(name="x", install_requires=BASE + ["click"], extras_require={"test": ["pytest"]})
+"""
+
+
+def test_setup_py_is_read_with_ast_and_never_executed(tmp_path: Path) -> None:
+    root = tree(tmp_path / "read", {"setup.py": HOSTILE_SETUP})
+    found = read_declarations(root, extras=["test"])
+    assert origins(found) == {"requests>=2.0": "setup.py install_requires", "six": "setup.py install_requires",
+                              "click": "setup.py install_requires", "pytest": "setup.py extras_require test"}
+    assert found.unreadable == ()
+    assert not (root / "EXECUTED").exists()
+    control = tree(tmp_path / "run", {"setup.py": HOSTILE_SETUP})
+    subprocess.run([sys.executable, "setup.py", "--name"], cwd=control, capture_output=True, timeout=120, check=False)
+    assert (control / "EXECUTED").read_text() == "setup.py ran"   # the same file, run, does write it
+
+
+def test_dynamic_setup_py_is_reported_not_statically_readable(tmp_path: Path) -> None:
+    root = tree(tmp_path / "a", {"setup.py": "from setuptools import setup\nREQS = ['six']\nREQS.append('x')\n"
+                                             "setup(install_requires=REQS, extras_require=get_extras())\n"})
+    found = read_declarations(root, extras=["test"])
+    assert found.texts() == []
+    assert {u.origin for u in found.unreadable} == {"setup.py install_requires", "setup.py extras_require"}
+    assert all("not statically readable" in u.reason for u in found.unreadable)
+    kwargs = tree(tmp_path / "b", {"setup.py": "from setuptools import setup\nsetup(**load())\n"})
+    assert "setup(**...)" in read_declarations(kwargs).unreadable[0].reason
+
+
+def test_exclude_newer_counts_a_date_to_the_end_of_its_utc_day() -> None:
+    assert exclude_newer("2019-06-01") == "2019-06-02T00:00:00Z"
+    assert exclude_newer("2019-03-20T03:46:18Z") == "2019-03-20T03:46:18Z"
+    assert exclude_newer("2019-03-20T05:46:18+02:00") == "2019-03-20T03:46:18Z"
+    with pytest.raises(ResolveError, match="not ISO 8601"):
+        exclude_newer("yesterday")
+
+
+def test_flask_as_of_2019_resolves_once_then_comes_from_the_cache(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    first = CountingRunner()
+    result = resolve(["flask"], "3.9", "2019-06-01", runner=first)
+    pins = dict(p.split("==") for p in result.pins)
+    assert pins["flask"].startswith("1.0.") and pins["werkzeug"].startswith("0.15.")
+    assert result.exclude_newer == "2019-06-02T00:00:00Z" and result.platform.endswith("manylinux_2_31")
+    assert "--no-build" in result.command and not result.from_cache and first.runs >= 1
+    # MarkupSafe 1.1.1 has no cp39 wheel: pinned, and listed to be built in a container, never dropped
+    assert [(s.name, s.version) for s in result.sdist_only] == [("markupsafe", "1.1.1")]
+    assert result.sdist_only[0].filename == "MarkupSafe-1.1.1.tar.gz" and "markupsafe==1.1.1" not in result.wheel_pins()
+    assert len(list((cache_dir() / "resolutions").glob("*.json"))) == 1
+
+    again = CountingRunner()
+    cached = resolve(["flask"], "3.9", "2019-06-01", runner=again)
+    assert again.runs == 0 and cached.from_cache and cached == result
+
+    pinned = CountingRunner()   # other pins are other inputs: uv runs, and the pin overrides flask's range
+    other = resolve(["flask"], "3.9", "2019-06-01", pins=["werkzeug==0.15.2"], runner=pinned)
+    assert pinned.runs >= 1 and "werkzeug==0.15.2" in other.pins
+
+
+def test_an_unsatisfiable_requirement_fails_with_uvs_own_words(tmp_path: Path) -> None:
+    with pytest.raises(ResolveError) as caught:
+        resolve(["flask==99.0"], "3.11", "2019-06-01", cache=tmp_path)
+    assert isinstance(caught.value, WheelhouseError)
+    assert "flask" in caught.value.said and "No solution found" in caught.value.said
+    assert "before 2019-06-02T00:00:00Z" in str(caught.value)
+
+
+def test_refused_inputs_never_reach_uv(tmp_path: Path) -> None:
+    runner = CountingRunner()
+    for reqs, python, message in [(["six"], "3.8", "expected one of"), (["-e ."], "3.9", "not a requirement"),
+                                  (["x @ https://example.invalid/x.tar.gz"], "3.9", "direct reference")]:
+        with pytest.raises(ResolveError, match=message):
+            resolve(reqs, python, "2020-01-01", runner=runner, cache=tmp_path)
+    assert runner.runs == 0
+
+
+def test_django_11099_is_read_statically_and_resolved_as_of_its_creation(tmp_path: Path) -> None:
+    row = next(json.loads(line) for line in (SWEBENCH / "lite-test.jsonl").read_text().splitlines()
+               if '"django__django-11099"' in line)
+    with tarfile.open(SWEBENCH / "repos" / "django__django-11099.tar.gz") as tf:
+        tf.extractall(tmp_path, filter="data")
+    root = next(p for p in tmp_path.iterdir() if p.is_dir())
+    before = sorted(os.listdir(root))
+    found, result = resolve_tree(root, "3.9", row["created_at"], extras=["bcrypt"])
+    assert origins(found) == {"pytz": "setup.py install_requires", "sqlparse": "setup.py install_requires",
+                              "bcrypt": "setup.py extras_require bcrypt"}
+    assert sorted(os.listdir(root)) == before   # nothing written into the tree (no egg-info: nothing ran)
+    pins = dict(p.split("==") for p in result.pins)
+    assert result.exclude_newer == "2019-03-20T03:46:18Z"
+    assert pins["pytz"] == "2018.9" and pins["sqlparse"] == "0.3.0" and pins["bcrypt"] == "3.1.6"
+    # bcrypt has an abi3 wheel; its cffi and pycparser of March 2019 have only sdists for Python 3.9
+    assert {s.name for s in result.sdist_only} == {"cffi", "pycparser"}
+    assert all(s.dependencies_known and s.sha256 for s in result.sdist_only)
