@@ -1,67 +1,45 @@
-"""Per-test results from a pytest log, and the FAIL_TO_PASS / PASS_TO_PASS verdict.
+"""The FAIL_TO_PASS / PASS_TO_PASS verdict of a status map, decided as SWE-bench's grading decides it.
 
-Parsing and grading follow SWE-bench's harness (`log_parsers/python.py: parse_log_pytest` and
-`grading.py`) so that a verdict here means the same as a verdict there:
+The status map comes from a log parser (`harness.evaluation.log_parsers`); `parse_pytest_log` is its
+pytest parser. The rule is that of `swebench/harness/grading.py` (commit 7a21e05, August 2026, in its
+default PASS_AND_FAIL mode):
 
-- a result line is either ``STATUS test_id`` (pytest's ``-rA`` short summary, e.g.
-  ``FAILED tests/test_x.py::test_y - AssertionError``) or ``test_id STATUS`` (``-v`` output, e.g.
-  ``tests/test_x.py::test_y PASSED [ 50%]``); STATUS is one of PASSED, FAILED, SKIPPED, ERROR, XFAIL
-  (XPASS is not a status, as in SWE-bench); ``SKIPPED [2] file:line: reason`` lines are skip
-  summaries, not tests; ANSI colour codes are removed first; the last line about a test wins.
-- a FAIL_TO_PASS test succeeds when it PASSED or XFAILed; a PASS_TO_PASS test succeeds when it
-  PASSED, XFAILed or was SKIPPED; a test missing from the log failed.
-- resolved iff every FAIL_TO_PASS and every PASS_TO_PASS test succeeded.
+- a test *passed* when its status is PASSED or XFAIL; it *failed* when it is missing from the map or
+  its status is FAILED, ERROR or SKIPPED (a skipped FAIL_TO_PASS test is no resolution);
+- a PASS_TO_PASS test is *maintained* when it passed or was SKIPPED (a skip is no regression);
+- any other status (one a parser read verbatim that is none of these, e.g. ``XPASS``) is *neither*:
+  the test lands in neither list and is not counted at all;
+- a required id that is missing and has more ``[`` than ``]`` (an id the dataset truncated inside its
+  parameters) stands for the tests whose ids start with it, provided they all agree on passed or not;
+  the first of them in the log decides;
+- resolved (RESOLVED_FULL) iff no FAIL_TO_PASS test and no PASS_TO_PASS test failed. The official
+  code computes success / (success + failure) per list and takes an empty denominator as 1, so an
+  empty list, or a list whose tests are all *neither*, does not stand in the way. RESOLVED_PARTIAL:
+  some but not all FAIL_TO_PASS tests passed and no PASS_TO_PASS test failed.
+
+SWE-bench releases before August 2026 (#598) treated SKIPPED as *neither* in both lists, so there a
+patch that made every FAIL_TO_PASS test skip was resolved; this module follows the newer rule.
 """
 
 from __future__ import annotations
 
-import enum
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from harness.evaluation.log_parsers import TestStatus, parse_log
 
-class TestStatus(enum.StrEnum):
-    PASSED = "PASSED"
-    FAILED = "FAILED"
-    SKIPPED = "SKIPPED"
-    ERROR = "ERROR"
-    XFAIL = "XFAIL"
+__all__ = ["TestStatus", "TestsVerdict", "judge", "parse_pytest_log"]
 
-
-_STATUSES = "|".join(s.value for s in TestStatus)
-_STATUS_FIRST = re.compile(rf"^({_STATUSES})\s+(\S+)")
-_TEST_FIRST = re.compile(rf"^(\S+)\s+({_STATUSES})(?:\s|$)")
-_SKIP_COUNT = re.compile(r"^\[\d+\]")
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-_PASSING = {TestStatus.PASSED.value, TestStatus.XFAIL.value}
-_MAINTAINED = _PASSING | {TestStatus.SKIPPED.value}
+_PASSED = frozenset({TestStatus.PASSED.value, TestStatus.XFAIL.value})
+_MAINTAINED = _PASSED | {TestStatus.SKIPPED.value}
+_FAILED = frozenset({TestStatus.FAILED.value, TestStatus.ERROR.value, TestStatus.SKIPPED.value})
 
 
 def parse_pytest_log(log: str) -> dict[str, str]:
-    """Map each pytest node id found in `log` to its status (a `TestStatus` value)."""
-    results: dict[str, str] = {}
-    for raw in log.splitlines():
-        line = _ANSI.sub("", raw).rstrip()
-        parsed = _parse_line(line)
-        if parsed is not None:
-            results[parsed[0]] = parsed[1]
-    return results
-
-
-def _parse_line(line: str) -> tuple[str, str] | None:
-    match = _STATUS_FIRST.match(line)
-    if match:
-        status, test = match.groups()
-        if status == TestStatus.SKIPPED.value and _SKIP_COUNT.match(test):
-            return None
-        return test, status
-    match = _TEST_FIRST.match(line)
-    if match:
-        return match.group(1), match.group(2)
-    return None
+    """Map each pytest node id in `log` (``-rA`` short summary lines) to its status; the "pytest"
+    parser of `log_parsers`."""
+    return parse_log("pytest", log)
 
 
 @dataclass(frozen=True)
@@ -77,7 +55,17 @@ class TestsVerdict:
 
     @property
     def resolved(self) -> bool:
+        """RESOLVED_FULL: nothing failed (tests counted as neither, and empty lists, do not count)."""
         return not self.fail_to_pass_failure and not self.pass_to_pass_failure
+
+    @property
+    def resolution(self) -> str:
+        """SWE-bench's resolution status: RESOLVED_FULL, RESOLVED_PARTIAL or RESOLVED_NO."""
+        if self.resolved:
+            return "RESOLVED_FULL"
+        if self.fail_to_pass_success and not self.pass_to_pass_failure:
+            return "RESOLVED_PARTIAL"
+        return "RESOLVED_NO"
 
     def to_dict(self) -> dict[str, Any]:
         empty: dict[str, list[str]] = {"success": [], "failure": []}
@@ -90,12 +78,35 @@ class TestsVerdict:
         }
 
 
+def _status_of(test: str, status: dict[str, str]) -> str | None:
+    """The status that stands for `test`: its own, or for a truncated parametrised id the status of
+    the first test it prefixes when all such tests agree on passed or not; None when missing."""
+    if test in status:
+        return status[test]
+    if test.count("[") > test.count("]"):
+        prefixed = [value for name, value in status.items() if name.startswith(test)]
+        if prefixed and len({value in _PASSED for value in prefixed}) == 1:
+            return prefixed[0]
+    return None
+
+
+def _sort(tests: Iterable[str], status: dict[str, str], succeeded: frozenset[str]
+          ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(successes, failures) of `tests`; a test in neither is left out of both."""
+    success: list[str] = []
+    failure: list[str] = []
+    for test in tests:
+        value = _status_of(test, status)
+        if value in succeeded:
+            success.append(test)
+        elif value is None or value in _FAILED:
+            failure.append(test)
+    return tuple(success), tuple(failure)
+
+
 def judge(status: dict[str, str], fail_to_pass: Iterable[str], pass_to_pass: Iterable[str]) -> TestsVerdict:
-    """The verdict of a status map (from `parse_pytest_log`) against the required tests."""
-    f2p = list(fail_to_pass)
-    p2p = list(pass_to_pass)
-    return TestsVerdict(
-        fail_to_pass_success=tuple(t for t in f2p if status.get(t) in _PASSING),
-        fail_to_pass_failure=tuple(t for t in f2p if status.get(t) not in _PASSING),
-        pass_to_pass_success=tuple(t for t in p2p if status.get(t) in _MAINTAINED),
-        pass_to_pass_failure=tuple(t for t in p2p if status.get(t) not in _MAINTAINED))
+    """The verdict of a status map (from a log parser) against the required tests, by the rule above."""
+    f2p_success, f2p_failure = _sort(fail_to_pass, status, _PASSED)
+    p2p_success, p2p_failure = _sort(pass_to_pass, status, _MAINTAINED)
+    return TestsVerdict(fail_to_pass_success=f2p_success, fail_to_pass_failure=f2p_failure,
+                        pass_to_pass_success=p2p_success, pass_to_pass_failure=p2p_failure)
