@@ -34,6 +34,7 @@ import sys
 import tarfile
 import tempfile
 import tomllib
+import urllib.parse
 import urllib.request
 import zipfile
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -58,12 +59,14 @@ from harness import checks
 from harness.core.sources import cache_dir
 from harness.environments.wheelhouse import GLIBC_MINOR, WheelhouseError
 from harness.errors import TaskError, UnsafePathError
+from sandbox.api import Progress, quiet
 
 INDEX_URL = "https://pypi.org/simple"
 CACHE_VERSION = "1"        # bump when the cached result's meaning changes
 UV_MAX_GLIBC = 40          # the newest manylinux_2_N that uv's --python-platform names
 MAX_ROUNDS = 40            # uv runs; each names one or two source-only packages to stand in for
-STANDINS_PER_PACKAGE = 3   # newest source-only releases of one package given a stand-in
+STANDINS_PER_NAMING = 3    # source-only releases of a package given a stand-in each time uv names it
+STANDINS_PER_PACKAGE = 9   # at most, newest first
 MAX_TEXT = 1 << 20         # a declaration file or metadata member read, at most
 MAX_SDIST = 200 << 20      # an sdist downloaded to read its metadata, at most
 
@@ -360,19 +363,20 @@ def _dynamic(node: ast.expr) -> str:
 # -- resolving ------------------------------------------------------------------------------------------
 
 def resolve_tree(root: Path, python: str, as_of: datetime | date | str, *, pins: Sequence[str] = (),
-                 extras: Collection[str] = (), files: Sequence[str] = ()) -> tuple[Declarations, Resolution]:
+                 extras: Collection[str] = (), files: Sequence[str] = (),
+                 progress: Progress = quiet) -> tuple[Declarations, Resolution]:
     """`read_declarations(root)` and their `resolve` with `pins`.
 
     Raises:
         ResolveError: see `resolve`.
     """
     declared = read_declarations(root, extras=extras, files=files)
-    return declared, resolve(declared.texts(), python, as_of, pins=pins)
+    return declared, resolve(declared.texts(), python, as_of, pins=pins, progress=progress)
 
 
 def resolve(requirements: Sequence[str], python: str, as_of: datetime | date | str, *,
             pins: Sequence[str] = (), runner: Runner | None = None, index_url: str = INDEX_URL,
-            cache: Path | None = None) -> Resolution:
+            cache: Path | None = None, progress: Progress = quiet) -> Resolution:
     """Exact pins for `requirements` plus `pins` (which override any other range for their package) on a
     Linux CPython `python`, from releases uploaded before `as_of` (a date means the end of that UTC day).
     The same inputs give the result cached under `cache` (default cache_dir()/resolutions) without uv.
@@ -393,7 +397,8 @@ def resolve(requirements: Sequence[str], python: str, as_of: datetime | date | s
     hit = _load(path)
     if hit is not None:
         return hit
-    result = _Resolver(reqs, given, python, plat, cutoff, index_url, runner or run_uv).run()
+    progress(f"resolving {len(reqs) + len(given)} requirement(s) for Python {python} as of {cutoff} with uv")
+    result = _Resolver(reqs, given, python, plat, cutoff, index_url, runner or run_uv, progress).run()
     checks.write_file(path, json.dumps(asdict(result), indent=1) + "\n")
     return result
 
@@ -450,11 +455,11 @@ class _Resolver:
     """uv runs until it resolves, each adding stand-in wheels for the source-only packages it named."""
 
     def __init__(self, reqs: list[str], given: list[str], python: str, plat: str, cutoff: str,
-                 index_url: str, runner: Runner) -> None:
+                 index_url: str, runner: Runner, progress: Progress) -> None:
         self.reqs, self.given, self.python, self.plat = reqs, given, python, plat
-        self.cutoff, self.index_url, self.runner = cutoff, index_url, runner
+        self.cutoff, self.index_url, self.runner, self.progress = cutoff, index_url, runner, progress
         self.standins: dict[tuple[str, str], SdistOnly] = {}
-        self.tried: set[str] = set()
+        self.offered: dict[str, list[tuple[Version, dict[str, Any]]]] = {}   # name: its source-only releases
         self.tags = target_tags(python)
 
     def command(self, work: Path) -> list[str]:
@@ -473,9 +478,8 @@ class _Resolver:
                 proc = self.runner(cmd, "".join(r + "\n" for r in [*self.reqs, *self.given]), work)
                 if proc.returncode == 0:
                     return self.result(proc.stdout, cmd)
-                named = set(re.findall(r"Wheels are required for `([^`]+)`", proc.stderr)) - self.tried
-                self.tried |= named
-                added = [s for name in sorted(named) for s in self.sdist_releases(name)]
+                named = sorted(set(re.findall(r"Wheels are required for `([^`]+)`", proc.stderr)))
+                added = [s for name in named for s in self.next_standins(name)]
                 if not added:
                     raise self.failure(proc.stderr)
                 for sdist, requires, python_req in added:
@@ -497,12 +501,23 @@ class _Resolver:
             f"uploaded before {self.cutoff} that have a wheel or a readable sdist; it said:\n{said}\n"
             "Expected a resolvable set: pin the package uv names to a version of that time, or move the date", said)
 
-    def sdist_releases(self, name: str) -> list[tuple[SdistOnly, list[str], str]]:
-        """Up to STANDINS_PER_PACKAGE newest releases of `name` before the date, newer than its newest
-        release with a wheel for the target, that have only an sdist: each with its declared dependencies."""
-        files = _index_files(self.index_url, name)
+    def next_standins(self, name: str) -> list[tuple[SdistOnly, list[str], str]]:
+        """The next STANDINS_PER_NAMING of `name`'s source-only releases (newest first, up to
+        STANDINS_PER_PACKAGE in all) without a stand-in yet, each with its declared dependencies."""
+        if name not in self.offered:
+            self.offered[name] = self.sdist_releases(name)
+        done = sum(1 for key in self.standins if key[0] == canonicalize_name(name))
+        batch = self.offered[name][done:min(done + STANDINS_PER_NAMING, STANDINS_PER_PACKAGE)]
+        if batch:
+            self.progress(f"resolve: {name} {', '.join(str(v) for v, _ in batch)} have no wheel for Python "
+                          f"{self.python} ({self.plat}); reading their sdists' declared dependencies")
+        return [_read_sdist(name, str(version), sdist) for version, sdist in batch]
+
+    def sdist_releases(self, name: str) -> list[tuple[Version, dict[str, Any]]]:
+        """The releases of `name` before the date, newer than its newest release with a wheel for the
+        target, that have an sdist (newest first), each with its sdist's index entry."""
         by_version: dict[Version, list[dict[str, Any]]] = {}
-        for f in files:
+        for f in _index_files(self.index_url, name):
             version = _file_version(str(f.get("filename", "")))
             if version is not None and not version.is_prerelease and not f.get("yanked") and self._before(f) \
                     and self._python_ok(f):
@@ -513,9 +528,7 @@ class _Resolver:
                 break
             sdist = next((f for f in by_version[version] if _file_version(str(f["filename"]), sdist=True)), None)
             if sdist is not None:
-                found.append(_read_sdist(name, str(version), sdist))
-            if len(found) == STANDINS_PER_PACKAGE:
-                break
+                found.append((version, sdist))
         return found
 
     def _before(self, f: dict[str, Any]) -> bool:
@@ -573,7 +586,13 @@ def _index_files(index_url: str, name: str) -> list[dict[str, Any]]:
         raise ResolveError(f"the index page {url} of {name!r} could not be read ({exc}); expected the PEP 691 "
                            "JSON of a simple index such as https://pypi.org/simple") from exc
     files = data.get("files", []) if isinstance(data, dict) else []
-    return [f for f in files if isinstance(f, dict)]
+    usable = []
+    for f in files:
+        if isinstance(f, dict) and isinstance(f.get("url"), str):
+            f["url"] = urllib.parse.urljoin(url, f["url"])
+            if urllib.parse.urlsplit(f["url"]).scheme in ("https", "http"):
+                usable.append(f)
+    return usable
 
 
 def _read_sdist(name: str, version: str, f: dict[str, Any]) -> tuple[SdistOnly, list[str], str]:
@@ -593,6 +612,11 @@ def _read_sdist(name: str, version: str, f: dict[str, Any]) -> tuple[SdistOnly, 
         tmp.seek(0)
         members = _metadata_members(tmp, str(f["filename"]))
     requires, known = _declared_requires(members)
+    for text in requires:
+        if Requirement(text).url is not None:
+            raise ResolveError(f"the sdist {f['filename']} of {name} {version} requires {text!r}, a direct "
+                               "reference (a URL, not a version from the index): refused, and nothing was fetched "
+                               f"from it; pin another version of {name}")
     sdist = SdistOnly(name, version, str(f["filename"]), str(f["url"]), sha256, known)
     return sdist, requires, str(f.get("requires-python") or "")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
 import subprocess
@@ -20,8 +22,11 @@ from harness.environments.resolve import (
     resolve,
     resolve_tree,
     run_uv,
+    uv_binary,
 )
 from harness.environments.wheelhouse import WheelhouseError
+from tests.approval.helpers import CountingServer
+from tests.evaluation.hostile_index import evil_sdist
 
 SWEBENCH = Path("/work/shared/swebench")
 
@@ -190,3 +195,60 @@ def test_django_11099_is_read_statically_and_resolved_as_of_its_creation(tmp_pat
     # bcrypt has an abi3 wheel; its cffi and pycparser of March 2019 have only sdists for Python 3.9
     assert {s.name for s in result.sdist_only} == {"cffi", "pycparser"}
     assert all(s.dependencies_known and s.sha256 for s in result.sdist_only)
+
+
+def test_markupsafe_older_than_its_newest_sdists_gets_more_stand_ins_when_uv_names_it_again(tmp_path: Path) -> None:
+    said: list[str] = []
+    result = resolve(["markupsafe<1.0"], "3.9", "2019-06-01", cache=tmp_path, progress=said.append)
+    assert result.pins == ("markupsafe==0.23",)
+    assert [(s.name, s.version) for s in result.sdist_only] == [("markupsafe", "0.23")]
+    assert [line.split(" have no wheel")[0] for line in said[1:]] == \
+        ["resolve: markupsafe 1.1.1, 1.1.0, 1.0", "resolve: markupsafe 0.23, 0.22, 0.21"]
+
+
+def serve_sdist(index: CountingServer, name: str, data: bytes) -> str:
+    """`data` as the only file of `name` on the index, in PEP 691 JSON; the simple page's URL."""
+    filename = f"{name}-1.0.tar.gz"
+    index.routes[f"/files/{filename}"] = ("application/gzip", data)
+    page = {"meta": {"api-version": "1.1"}, "name": name, "versions": ["1.0"],
+            "files": [{"filename": filename, "url": f"../../files/{filename}", "requires-python": None,
+                       "hashes": {"sha256": hashlib.sha256(data).hexdigest()}, "yanked": False,
+                       "upload-time": "2019-01-01T00:00:00.000000Z"}]}
+    index.routes[f"/simple/{name}/"] = ("application/vnd.pypi.simple.v1+json", json.dumps(page).encode())
+    return index.url("/simple")
+
+
+def sdist(name: str, pkg_info: str) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        data = pkg_info.encode()
+        info = tarfile.TarInfo(f"{name}-1.0/PKG-INFO")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def test_an_sdist_whose_build_would_run_code_is_resolved_without_building_it(tmp_path: Path) -> None:
+    marker = tmp_path / "marker"
+    with CountingServer() as index:
+        simple = serve_sdist(index, "evil", evil_sdist(marker))
+        result = resolve(["evil"], "3.11", "2019-06-01", index_url=simple, cache=tmp_path / "cache")
+        assert result.pins == ("evil==1.0",) and not marker.exists()
+        assert [(s.name, s.version, s.dependencies_known) for s in result.sdist_only] == [("evil", "1.0", False)]
+        assert index.count("/files/evil-1.0.tar.gz") == 1   # read once as an archive, never unpacked or built
+        # control: the same resolution with builds allowed runs the sdist's code on this host
+        control = [uv_binary(), "pip", "compile", "-", "--no-config", "--index-url", simple, "--python-version",
+                   "3.11", "--cache-dir", str(tmp_path / "uv")]
+        proc = subprocess.run(control, input="evil\n", capture_output=True, text=True, timeout=300, check=False,
+                              cwd=tmp_path, env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"})
+        assert marker.read_text() == "package code ran here", proc.stderr
+
+
+def test_an_sdist_declaring_a_url_dependency_is_refused(tmp_path: Path) -> None:
+    with CountingServer() as index:
+        url = index.url("/other-1.0.tar.gz")
+        simple = serve_sdist(index, "sneaky", sdist("sneaky", "Metadata-Version: 2.1\nName: sneaky\nVersion: 1.0\n"
+                                                             f"Requires-Dist: other @ {url}\n\n"))
+        with pytest.raises(ResolveError, match="a direct reference"):
+            resolve(["sneaky"], "3.11", "2019-06-01", index_url=simple, cache=tmp_path)
+        assert index.count("/other-1.0.tar.gz") == 0
