@@ -48,3 +48,6 @@ class Backend(Protocol):
                 containers and writing the outputs of the finished instances.
         """
         ...
+
+
+__all__ = ["Backend", "Batch"]
