@@ -27,7 +27,8 @@ class TrajectoryWriter:
         self.path = Path(path)
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         if append:
-            os.close(checks.open_file(self.path, append=True))   # created if missing; a link there is refused before reading
+            # created if missing; a link there is refused before reading
+            os.close(checks.open_file(self.path, append=True))
             self.count = len(read_lines(self.path))
         else:
             checks.write_file(self.path, "")

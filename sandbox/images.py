@@ -174,7 +174,8 @@ def ensure_debian_base(client: docker.DockerClient, python: str, progress: Progr
     tag = f"{BASE_REPOSITORY}:{release}-{h}"
     if not force and image_exists(client, tag):
         return tag
-    debootstrap = shutil.which("debootstrap") or ("/usr/sbin/debootstrap" if os.path.exists("/usr/sbin/debootstrap") else None)
+    debootstrap = shutil.which("debootstrap") or (
+        "/usr/sbin/debootstrap" if os.path.exists("/usr/sbin/debootstrap") else None)
     if debootstrap is None:
         raise ImageError("debootstrap is not installed; install it (apt-get install debootstrap) or build "
                          "with --base registry where a container registry is reachable")

@@ -44,7 +44,8 @@ Decision = Literal["approve", "deny", "ask"]
 """What a rule decides; "ask" leaves the request to the run's approval mode."""
 DECISIONS: tuple[Decision, ...] = get_args(Decision)
 RULE_KEYS = ("name", "tool", "decision", "match", "unless", "reason")
-EXAMPLE = '[[rules]]\nname = "pinned"\ntool = "pip_download"\ndecision = "approve"\nmatch = { requirement = "attrs==23\\\\..*" }'
+EXAMPLE = ('[[rules]]\nname = "pinned"\ntool = "pip_download"\ndecision = "approve"\n'
+           'match = { requirement = "attrs==23\\\\..*" }')
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,8 @@ def _run(args: argparse.Namespace) -> int:
     if tests.is_file():
         lines = tests.read_text().rstrip().splitlines()
         print_safe(show, "\n--- the task's tests, run in the sandbox after the session (tests.txt) ---")
-        print_safe(show, "\n".join(lines[:2] + (["[...]"] if len(lines) > 14 else []) + lines[max(2, len(lines) - 12):]))
+        shown = lines[:2] + (["[...]"] if len(lines) > 14 else []) + lines[max(2, len(lines) - 12):]
+        print_safe(show, "\n".join(shown))
     print_safe(show, "")
     print_summary(task, outcome)
     return exit_code(outcome)

@@ -156,7 +156,8 @@ def default_out(task: Task) -> Path:
     return Path("runs") / f"{task.id}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
 
 
-def execute(task: Task, config: Config, secrets: Secrets, out: Path, *, resume_from: Path | None = None) -> SessionOutcome:
+def execute(task: Task, config: Config, secrets: Secrets, out: Path, *,
+            resume_from: Path | None = None) -> SessionOutcome:
     """Make the model, build the images if needed, run the session with live progress on stderr."""
     model = make_model(config.model.spec, config, secrets, task=task)
     image = session_image(task, config, progress=stderr_progress("environment"))

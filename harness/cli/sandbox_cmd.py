@@ -16,7 +16,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("sandbox", help="build the sandbox image, remove leftover containers and stale images")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     b = actions.add_parser("build", help="build the sandbox image (only when its inputs changed)")
-    b.add_argument("--python", default="3.11", help=f"Python version in the image (offline: {', '.join(PYTHON_RELEASES)})")
+    b.add_argument("--python", default="3.11",
+                   help=f"Python version in the image (offline: {', '.join(PYTHON_RELEASES)})")
     b.add_argument("--base", choices=["auto", "registry", "debootstrap"], default="auto",
                    help="auto: official python:X-slim image when a registry answers, else debootstrap Debian")
     b.add_argument("--force", action="store_true", help="rebuild even when an up-to-date image exists")

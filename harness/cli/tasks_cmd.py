@@ -76,5 +76,6 @@ def _export(args: argparse.Namespace) -> int:
     tasks = [load_task(d) for d in find_task_dirs(args.dirs or DEFAULT_DIRS)]
     rows = export_instances(tasks, args.out, args.repos)
     print_safe(sys.stdout, f"wrote {len(rows)} instance(s) to {args.out} and their sources to {args.repos}/; "
-                           f"evaluate them with `harness eval --instances {args.out} --repos {args.repos} --model gold`")
+                           f"evaluate them with `harness eval --instances {args.out} --repos {args.repos} "
+                           "--model gold`")
     return 0

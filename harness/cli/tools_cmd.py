@@ -41,6 +41,6 @@ def _run(args: argparse.Namespace) -> int:
             print_safe(sys.stdout, textwrap.fill(line, 100, initial_indent="    ", subsequent_indent="    "))
         print_safe(sys.stdout, "")
     outbound = sum(1 for t in catalog.tools.values() if t.effect.value == "outbound")
-    print_safe(sys.stdout, f"{len(catalog.tools)} tools ({outbound} outbound: each call waits for approval and runs once); "
-          "`harness tools --json` prints their full definitions.")
+    print_safe(sys.stdout, f"{len(catalog.tools)} tools ({outbound} outbound: each call waits for approval and "
+                           "runs once); `harness tools --json` prints their full definitions.")
     return 0

@@ -204,7 +204,8 @@ def _archive(task: Task, tarball: Path) -> str:
             subprocess.run(git + args, env=env, check=True, capture_output=True)
         commit = subprocess.run(git + ["rev-parse", "HEAD"], env=env, check=True, capture_output=True,
                                 text=True).stdout.strip()
-        archive = subprocess.run(git + ["archive", "--format=tar.gz", f"--prefix={task.id}/", "--end-of-options", commit],
+        archive = subprocess.run(git + ["archive", "--format=tar.gz", f"--prefix={task.id}/", "--end-of-options",
+                                        commit],
                                  env=env, check=True, capture_output=True).stdout
     checks.write_file(tarball, archive)
     return commit

@@ -40,6 +40,8 @@ def test_compose_matches_the_default_limits() -> None:
     assert _service_line("fsize") == str(lim.file_size)
     assert _service_line("nofile") == f"{{soft: {lim.open_files}, hard: {lim.open_files}}}"
     assert f"max-size: {lim.log_size}" in COMPOSE
-    tmpfs = f"rw,nosuid,nodev,uid={AGENT_UID},gid={AGENT_UID},mode=0755"
+    mounts = container_options(SandboxSpec(image="x", session="s"))["tmpfs"]
+    assert sorted(mounts) == ["/home/agent", "/tmp", "/workspace"]
     for mount, size in (("/workspace", lim.workspace_size), ("/tmp", lim.tmp_size), ("/home/agent", lim.home_size)):
-        assert f"- {mount}:{tmpfs},size={size}" in COMPOSE, mount
+        assert mounts[mount].endswith(f",size={size}") and ",exec,nosuid,nodev," in mounts[mount]
+        assert f"- {mount}:{mounts[mount]}" in COMPOSE, mount      # the very options the code asks for

@@ -90,8 +90,8 @@ def _describe(repo: Path, name: str, url: str, branch: str, commit: str, base: s
     if base == commit:
         raise ToolError(f"nothing to push: {safe_ident(name)}/{safe_ident(branch)} is already at {commit[:12]}")
     if base and _git("merge-base", "--is-ancestor", base, commit, cwd=repo, check=False).returncode != 0:
-        raise ToolError(f"{safe_ident(name)}/{safe_ident(branch)} has commits that your branch does not contain (remote at "
-                        f"{base[:12]}); a push would be refused and force pushes are not offered. Push to a "
+        raise ToolError(f"{safe_ident(name)}/{safe_ident(branch)} has commits that your branch does not contain "
+                        f"(remote at {base[:12]}); a push would be refused and force pushes are not offered. Push to a "
                         "new branch name instead.")
     span = f"{base}..{commit}" if base else commit
     log = _git("log", "--format=%h %an: %s", "-n", "50", span, cwd=repo).stdout.splitlines()
@@ -122,8 +122,8 @@ def _execute_with(config: Config) -> Any:
             if _git("cat-file", "-e", f"{args['commit']}^{{commit}}", cwd=repo, check=False).returncode != 0:
                 raise ToolError(f"the approved commit {args['commit'][:12]} is no longer in the workspace; "
                                 "nothing was pushed")
-            pushed = _git("push", "--porcelain", "--end-of-options", url, f"{args['commit']}:refs/heads/{args['branch']}",
-                          cwd=repo, check=False)
+            refspec = f"{args['commit']}:refs/heads/{args['branch']}"
+            pushed = _git("push", "--porcelain", "--end-of-options", url, refspec, cwd=repo, check=False)
         if pushed.returncode != 0:
             raise ToolError(f"git push to {safe_ident(args['remote'])}/{safe_ident(args['branch'])} was refused (exit "
                             f"{pushed.returncode}): {safe_text(pushed.stderr.strip()[-1500:])}")

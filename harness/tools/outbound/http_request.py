@@ -58,7 +58,8 @@ def _check(method: str, url: str, headers: dict[str, str], credential: Credentia
     taken = {h.lower() for h in (credential.headers if credential else {})}
     for name in sorted(n for n in headers if n.lower() in taken):
         problems.append(f"header {safe_ident(name)!r} is set by the operator for this URL (credential "
-                        f"{credential.name if credential else ''!r}); leave it out, the host adds it when the request runs")
+                        f"{credential.name if credential else ''!r}); leave it out, the host adds it when the "
+                        "request runs")
     return problems
 
 
@@ -93,7 +94,8 @@ def _sent_headers(args: dict[str, Any], state_dir: Path) -> dict[str, str]:
     if not name:
         return dict(args["headers"])
     credential = credential_named(load_credentials(state_dir), name)
-    if credential is None or not credential.covers(args["url"]) or sorted(credential.headers) != args["credential_headers"]:
+    if (credential is None or not credential.covers(args["url"])
+            or sorted(credential.headers) != args["credential_headers"]):
         raise ToolError(f"the operator credential {name!r} this request was approved with is gone, no longer "
                         f"covers {safe_ident(args['url'])} or sets other headers than {args['credential_headers']}; "
                         "nothing was sent. Ask again with a new key.")
@@ -129,7 +131,8 @@ def _describe(status: int, reason: str, headers: dict[str, str], data: bytes) ->
               if k.lower() in ("content-type", "content-length", "location", "date")]
     text = data.decode("utf-8", "replace")
     shown = safe_text(text[:RESPONSE_SHOWN_CHARS])
-    lines.append(f"\nbody ({len(data)} bytes{'; first ' + str(RESPONSE_SHOWN_CHARS) + ' characters shown' if len(text) > RESPONSE_SHOWN_CHARS else ''}):")
+    cut = f"; first {RESPONSE_SHOWN_CHARS} characters shown" if len(text) > RESPONSE_SHOWN_CHARS else ""
+    lines.append(f"\nbody ({len(data)} bytes{cut}):")
     return "\n".join(lines) + "\n" + shown
 
 

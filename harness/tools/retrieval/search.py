@@ -39,7 +39,8 @@ with open(out, "rb") as f:
         counts[name] += 1
         total += 1
         if len(first) < cap:
-            first.append([name, int(num) if num.isdigit() else 0, text.rstrip(b"\r\n").decode("utf-8", "replace")[:200]])
+            shown = text.rstrip(b"\r\n").decode("utf-8", "replace")[:200]
+            first.append([name, int(num) if num.isdigit() else 0, shown])
 with open(err, errors="replace") as f:
     errors = f.read()[-1500:]
 print(json.dumps({"rc": rc, "total": total, "nfiles": len(counts), "top": counts.most_common(8),
@@ -88,7 +89,8 @@ def _render(data: dict[str, Any], pattern: str, path: str, cap: int) -> str:
                             "backslash to match them literally, e.g. \"count_words\\(\")")
         return f"no matches for {pattern!r} in {where}"
     lines = [f"{name}:{num}: {text}" for name, num, text in data["first"]]
-    head = f"{_n(data['total'], 'match', 'matches')} in {_n(data['nfiles'], 'file', 'files')} for {pattern!r} in {where}"
+    head = (f"{_n(data['total'], 'match', 'matches')} in {_n(data['nfiles'], 'file', 'files')} "
+            f"for {pattern!r} in {where}")
     if data["total"] > cap:
         top = ", ".join(f"{name} ({n})" for name, n in data["top"])
         head = (f"{head}; showing the first {cap}. Most matches: {top}. Narrow the pattern or give a "
