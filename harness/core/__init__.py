@@ -14,9 +14,9 @@ from harness.core.sources import (
     patched_files,
     sources_root,
 )
-from harness.core.task import Task, check_task, find_task_dirs, load_task, task_from_meta
+from harness.core.task import Environment, Task, check_task, find_task_dirs, load_task, task_from_meta
 
 __all__ = [
-    "GIT_IDENTITY", "PatchOutcome", "Task", "cache_dir", "check_patch", "check_task", "checkout_commit",
+    "Environment", "GIT_IDENTITY", "PatchOutcome", "Task", "cache_dir", "check_patch", "check_task", "checkout_commit",
     "extract_tarball", "find_task_dirs", "load_task", "patched_files", "sources_root", "task_from_meta",
 ]

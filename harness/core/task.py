@@ -39,6 +39,27 @@ TASK_EXAMPLE = ('{"id": "wordcount", "python": "3.11", "test_cmd": "python -m py
 
 
 @dataclass(frozen=True)
+class Environment:
+    """How a task's environment is made when nobody pinned its requirements by hand (SWE-bench rows):
+    an isolated interpreter environment whose dependencies are resolved from the project's own
+    declarations plus `pins`, with no release newer than `as_of`, shared by every task of one `key`.
+
+    The values come from a specification table (`harness.evaluation.specs`) or the row itself; the
+    environment builder (`harness.environments`) reads only this.
+    """
+
+    key: str                                   # tasks with one key share one environment, e.g. "django/django 3.0"
+    python_requested: str                      # what the project's specification asks for ("3.6")
+    pins: tuple[str, ...] = ()                 # requirements the specification pins ("pytest==7.1.2")
+    package_files: tuple[str, ...] = ()        # the project's requirement files to read, first found wins
+    as_of: str | None = None                   # ISO date: resolve releases published up to then
+    pre_install: tuple[str, ...] = ()          # shell commands run in the project before the install
+    apt_packages: tuple[str, ...] = ()         # Debian packages the official recipe adds (not offline)
+    compiled: bool = False                     # the install compiles extensions (needs a C toolchain)
+    test_env: tuple[tuple[str, str], ...] = ()  # environment variables the tests run with
+
+
+@dataclass(frozen=True)
 class Task:
     id: str
     problem_statement: str
@@ -52,6 +73,8 @@ class Task:
     gold_patch: str | None = None
     test_patch: str | None = None
     extra: dict[str, object] = field(default_factory=dict)
+    environment: Environment | None = None     # None: `requirements` and `install_cmd` say it all
+    log_parser: str = "pytest"                 # how the test output is read (harness.evaluation.log_parsers)
 
 
 def check_meta(meta: Any, where: str, id_field: str = "id") -> list[str]:
