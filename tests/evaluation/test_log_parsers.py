@@ -229,6 +229,20 @@ def test_pytest_options_on_a_real_pylint_run_shortens_the_absolute_path_paramete
     assert after[f2p] == "PASSED"
 
 
+def test_pytest_options_on_a_real_requests_run() -> None:
+    """requests-3362 with pytest-httpbin's local server: the fix turns its FAIL_TO_PASS test green;
+    two timeout tests that need a route to the internet fail here, before and after."""
+    row = ROWS["psf__requests-3362"]
+    before, after = (parse_log("requests", (LOGS / f"psf__requests-3362.{phase}.log").read_text(encoding="utf-8"))
+                     for phase in ("before", "after"))
+    assert [before[t] for t in row["FAIL_TO_PASS"]] == ["FAILED"]
+    assert [after[t] for t in row["FAIL_TO_PASS"]] == ["PASSED"]
+    assert after["tests/test_requests.py::TestRequests::test_invalid_url[InvalidURL-http://]"] == "PASSED"
+    verdict = judge(after, row["FAIL_TO_PASS"], row["PASS_TO_PASS"])
+    assert verdict.pass_to_pass_failure == ("tests/test_requests.py::TestTimeout::test_connect_timeout",
+                                            "tests/test_requests.py::TestTimeout::test_total_timeout_connect")
+
+
 def test_seaborn_reads_only_passes_and_failures_of_a_real_run() -> None:
     before = statuses("mwaskom__seaborn-3190", "before")
     f2p = ROWS["mwaskom__seaborn-3190"]["FAIL_TO_PASS"][0]
