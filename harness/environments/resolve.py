@@ -37,6 +37,7 @@ import tomllib
 import urllib.parse
 import urllib.request
 import zipfile
+from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -97,6 +98,7 @@ class Unreadable:
 
 @dataclass(frozen=True)
 class Declarations:
+    """What `read_declarations` found in a tree: the requirements, each with its origin, and what it could not read."""
     requirements: tuple[Declared, ...] = ()
     unreadable: tuple[Unreadable, ...] = ()
 
@@ -183,9 +185,11 @@ class _Found:
             include = re.match(r"(-r|--requirement)(\s+|=)(\S+)$", line)
             if include:
                 self.requirements_file(_beside(rel, include.group(3)), seen)
-            elif line.startswith("-"):
                 continue
-            elif re.match(r"[\w.+-]+:|[./~]", line):
+            if line.startswith("-"):
+                continue
+            line = re.split(r"\s--?[A-Za-z]", line, maxsplit=1)[0].strip()   # per-line options: --hash=...
+            if re.match(r"[\w.+-]+:|[./~]", line):
                 self.unreadable.append(Unreadable(origin, f"{line!r} is a URL or path, not an index requirement"))
             else:
                 self.add(line, origin)
@@ -257,20 +261,26 @@ def _pyproject(found: _Found, extras: set[str]) -> None:
     except tomllib.TOMLDecodeError as exc:
         found.unreadable.append(Unreadable("pyproject.toml", f"not TOML: {exc}"))
         return
-    project = data.get("project", {})
+    project, tool = _table(data, "project"), _table(data, "tool")
     origin = "pyproject.toml [project]"
     _toml_list(found, project.get("dependencies", []), f"{origin} dependencies")
-    for key, value in dict(project.get("optional-dependencies", {})).items():
+    for key, value in _table(project, "optional-dependencies").items():
         if canonicalize_name(str(key)) in extras:
             _toml_list(found, value, f"{origin} optional-dependencies {key}")
-    dynamic = data.get("tool", {}).get("setuptools", {}).get("dynamic", {})
-    if "dependencies" in project.get("dynamic", []) and isinstance(dynamic.get("dependencies"), dict):
-        files = dynamic["dependencies"].get("file", [])
-        for rel in [files] if isinstance(files, str) else list(files):
+    dynamic = _table(_table(_table(tool, "setuptools"), "dynamic"), "dependencies")
+    if "dependencies" in (project.get("dynamic") or []) and dynamic:
+        files = dynamic.get("file", [])
+        for rel in [files] if isinstance(files, str) else files if isinstance(files, list) else []:
             found.requirements_file(str(rel), set())
-    if "dependencies" in data.get("tool", {}).get("poetry", {}):
+    if "dependencies" in _table(tool, "poetry"):
         found.unreadable.append(Unreadable("pyproject.toml [tool.poetry.dependencies]",
                                            "Poetry's own dependency table is not read"))
+
+
+def _table(data: dict[str, Any], key: str) -> dict[str, Any]:
+    """`data[key]` if it is a table, else an empty one (a hostile file may put anything there)."""
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
 
 
 def _toml_list(found: _Found, value: object, origin: str) -> None:
@@ -286,7 +296,7 @@ def _setup_py(found: _Found, extras: set[str]) -> None:
         return
     try:
         tree = ast.parse(found.text("setup.py") or "", "setup.py")
-    except SyntaxError as exc:
+    except (SyntaxError, ValueError, RecursionError) as exc:
         found.unreadable.append(Unreadable("setup.py", f"not Python this host can parse: {exc}"))
         return
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _called(n) == "setup"]
@@ -317,18 +327,18 @@ def _called(call: ast.Call) -> str:
 
 
 def _module_lists(tree: ast.Module) -> dict[str, ast.expr]:
-    """Module-level names bound exactly once by a plain assignment and never changed in place after."""
-    bound: dict[str, list[ast.expr]] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            bound.setdefault(node.targets[0].id, []).append(node.value)
-    changed = {n.target.id for n in ast.walk(tree) if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
-    changed |= {n.func.value.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                and isinstance(n.func.value, ast.Name)}
-    changed |= {t.id for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.For, ast.With))
-                for t in ast.walk(n) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)
-                and n not in tree.body}
-    return {name: values[0] for name, values in bound.items() if len(values) == 1 and name not in changed}
+    """Module-level names bound once, by a plain assignment, and never changed after: bound nowhere else,
+    no method called on them, no item or attribute assigned, and passed to no call but setup()."""
+    nodes = list(ast.walk(tree))
+    stores = Counter(n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+    methods = {c.func for c in nodes if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)}
+    changed = {n.value.id for n in nodes if isinstance(n, (ast.Subscript, ast.Attribute))
+               and isinstance(n.value, ast.Name) and (isinstance(n.ctx, ast.Store) or n in methods)}
+    for call in (n for n in nodes if isinstance(n, ast.Call) and _called(n) != "setup"):
+        changed |= {a.id for a in [*call.args, *(k.value for k in call.keywords)] if isinstance(a, ast.Name)}
+    top = {n.targets[0].id: n.value for n in tree.body
+           if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)}
+    return {name: value for name, value in top.items() if stores[name] == 1 and name not in changed}
 
 
 def _py_list(found: _Found, node: ast.expr, names: dict[str, ast.expr], origin: str) -> None:

@@ -57,7 +57,8 @@ def test_requirements_files_are_read_with_their_includes_and_without_options(tmp
     root = tree(tmp_path, {
         "requirements.txt": "# top\n-e .\n--index-url https://example.invalid/simple\n-r requirements/base.txt\n"
                             "requests>=2.0 ; python_version < \"4\"  # inline comment\nclick \\\n  >=7\n",
-        "requirements/base.txt": "six==1.16.0\n-c constraints.txt\n",
+        "requirements/base.txt": "six==1.16.0 --hash=sha256:1e61c374 \\\n    --hash=sha256:8abb2f1d\n"
+                                 "-c constraints.txt\n",
         "requirements-dev.txt": "pytest\ngit+https://github.com/x/y.git\n./local/pkg\n",
         "ci/extra.txt": "tox\n"})
     found = read_declarations(root, files=["ci/extra.txt"])
@@ -78,6 +79,14 @@ def test_includes_and_links_leading_outside_the_tree_are_refused_unread(tmp_path
     assert "not a relative path inside" in refused["../../etc/passwd"]
     assert "symbolic link" in refused["requirements-link.txt"]
     assert not any("root" in d.requirement for d in found.requirements)
+
+
+def test_hostile_shapes_of_pyproject_and_setup_py_are_reported_not_raised(tmp_path: Path) -> None:
+    root = tree(tmp_path, {"pyproject.toml": "project = 3\ntool = [1]\n", "setup.py": "setup(\x00)\n",
+                           "setup.cfg": "[options]\ninstall_requires = attr: pkg.REQS\n"})
+    found = read_declarations(root)
+    assert found.texts() == []
+    assert {u.origin for u in found.unreadable} == {"setup.py", "setup.cfg [options] install_requires"}
 
 
 def test_setup_cfg_install_requires_and_extras_only_when_asked(tmp_path: Path) -> None:
@@ -126,6 +135,11 @@ def test_dynamic_setup_py_is_reported_not_statically_readable(tmp_path: Path) ->
     assert found.texts() == []
     assert {u.origin for u in found.unreadable} == {"setup.py install_requires", "setup.py extras_require"}
     assert all("not statically readable" in u.reason for u in found.unreadable)
+    for change in ["REQS[0] = 'x'", "extend(REQS)", "for REQS in []: pass"]:
+        changed = tree(tmp_path / "c", {"setup.py": f"REQS = ['six']\n{change}\nsetup(install_requires=REQS)\n"})
+        assert read_declarations(changed).texts() == [], change
+    kept = tree(tmp_path / "d", {"setup.py": "REQS = ['six']\nsetup(install_requires=REQS)\n"})
+    assert read_declarations(kept).texts() == ["six"]   # the control: bound once, never changed, is read
     kwargs = tree(tmp_path / "b", {"setup.py": "from setuptools import setup\nsetup(**load())\n"})
     assert "setup(**...)" in read_declarations(kwargs).unreadable[0].reason
 
