@@ -25,7 +25,7 @@ from harness.core.task import Task, find_task_dirs, load_task
 from harness.errors import ConfigError
 from harness.evaluation.instances import Prediction, load_instances, load_predictions
 from harness.evaluation.options import EvalOptions
-from harness.evaluation.progress import LineEvents, LiveEvents, summary_table
+from harness.evaluation.progress import LineEvents, LiveEvents, repository_summary, summary_table
 from harness.evaluation.ray_backend import check_address, import_ray
 from harness.evaluation.runner import run_evaluation
 
@@ -171,5 +171,9 @@ def _print(report: dict[str, Any], out: Path, as_json: bool) -> None:
         print(json.dumps(report, indent=2))
         return
 
-    Console().print(summary_table(report))
+    console = Console()
+    console.print(summary_table(report))
+    by_repo = repository_summary(report)
+    if by_repo is not None:
+        console.print(by_repo)
     print_safe(sys.stdout, f"results in {out}/ (report.json, predictions.jsonl, instances/)")

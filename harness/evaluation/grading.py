@@ -29,7 +29,8 @@ from typing import Any
 
 from harness.core.sources import GIT_APPLY, GIT_IDENTITY, GNU_PATCH, PatchOutcome, patched_files
 from harness.core.task import Task
-from harness.evaluation.testlog import TestsVerdict, judge, parse_pytest_log
+from harness.evaluation.log_parsers import parse_log
+from harness.evaluation.testlog import TestsVerdict, judge
 from sandbox.api import WORKDIR, Sandbox, SandboxSpec
 from sandbox.docker_sandbox import DockerSandbox
 from sandbox.errors import SandboxError
@@ -196,11 +197,13 @@ def _in_box(box: Sandbox, command: str, what: str, env: dict[str, str]) -> None:
 
 def run_graded_tests(box: Sandbox, task: Task, timeout: float) -> TestRun:
     """Run the task's tests once in `box` (output in OUTPUT_FILE) and judge them against the task's lists."""
-    result = box.exec(f"( {task.test_cmd} ) > {OUTPUT_FILE} 2>&1", timeout=timeout, save_output=False)
+    variables = dict(task.environment.test_env) if task.environment else {}
+    result = box.exec(f"( {task.test_cmd} ) > {OUTPUT_FILE} 2>&1", timeout=timeout, env=variables or None,
+                      save_output=False)
     try:
         output = box.read_file(OUTPUT_FILE).data.decode("utf-8", errors="replace")
     except FileNotFoundError:
         output = result.stdout.text + result.stderr.text
-    status = parse_pytest_log(output)
+    status = parse_log(task.log_parser, output)
     return TestRun(exit_code=result.exit_code, duration=result.duration, timed_out=result.timed_out,
                    status=status, verdict=judge(status, task.fail_to_pass, task.pass_to_pass), output=output)

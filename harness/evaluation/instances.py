@@ -10,6 +10,7 @@ under one top folder) or a git clone `DIR/<owner>__<name>` that contains base_co
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -23,6 +24,8 @@ from harness import checks
 from harness.core.sources import GIT_IDENTITY, checkout_commit, extract_tarball, sources_root
 from harness.core.task import Task, check_meta, task_from_meta
 from harness.errors import TaskError
+from harness.evaluation import swebench
+from harness.evaluation.specs import Spec
 from sandbox.text import safe_json
 
 INSTANCE_EXAMPLE = ('{"instance_id": "owner__name-1", "repo": "owner/name", "base_commit": "<sha>", '
@@ -80,28 +83,48 @@ def load_instances(path: Path, repos: Path | None, ids: Iterable[str] | None = N
     """Tasks for the instances in `path` (only `ids`, when given), sources taken from `repos`."""
     rows = read_jsonl(path, "instances")
     wanted = set(ids) if ids else None
+    if wanted is not None:
+        unknown = sorted(wanted - {r.get("instance_id") for r in rows})
+        if unknown:
+            raise TaskError(f"--instance-ids {unknown} are not in {path}")
+        rows = [r for r in rows if r.get("instance_id") in wanted]
     problems: list[str] = []
+    metas: list[tuple[dict[str, Any], dict[str, Any], Spec | None]] = []
     for number, row in enumerate(rows, 1):
         where = f"{path} instance {row.get('instance_id', f'#{number}')!r}"
         if not isinstance(row.get("instance_id"), str):
             problems.append(f"{where}: instance_id is missing; example line: {INSTANCE_EXAMPLE}")
         if not isinstance(row.get("problem_statement"), str):
             problems.append(f"{where}: problem_statement is missing")
-        problems += check_meta(instance_meta(row), where, "instance_id") + check_source_fields(row, where)
+        meta, spec, found = _completed(row, where)
+        problems += found + check_meta(meta, where, "instance_id") + check_source_fields(row, where)
+        metas.append((row, meta, spec))
     if problems:
         raise TaskError("invalid instances:\n  - " + "\n  - ".join(problems))
-    if wanted is not None:
-        unknown = sorted(wanted - {r["instance_id"] for r in rows})
-        if unknown:
-            raise TaskError(f"--instance-ids {unknown} are not in {path}")
-        rows = [r for r in rows if r["instance_id"] in wanted]
-    return [_instance_task(row, repos) for row in rows]
+    return [_instance_task(row, meta, spec, repos) for row, meta, spec in metas]
 
 
-def _instance_task(row: dict[str, Any], repos: Path | None) -> Task:
-    return task_from_meta(instance_meta(row), default_id=row["instance_id"],
+def _completed(row: dict[str, Any], where: str) -> tuple[dict[str, Any], Spec | None, list[str]]:
+    """The row's task metadata, completed from the specification table when the row has no `test_cmd`
+    (an unmodified SWE-bench row); the problems found on the way."""
+    meta = instance_meta(row)
+    if not swebench.needs_spec(row):
+        return meta, None, []
+    try:
+        spec = swebench.spec_of(row)
+        return swebench.completed_meta(row, meta, spec), spec, []
+    except TaskError as exc:
+        return meta, None, [f"{where}: {exc}"]
+
+
+def _instance_task(row: dict[str, Any], meta: dict[str, Any], spec: Spec | None, repos: Path | None) -> Task:
+    task = task_from_meta(meta, default_id=row["instance_id"],
                           problem=row["problem_statement"], repo_dir=instance_source(row, repos),
                           gold_patch=row.get("patch") or None, test_patch=row.get("test_patch") or None)
+    if spec is None:
+        return task
+    return dataclasses.replace(task, environment=swebench.environment_of(row, spec, task.python),
+                               log_parser=spec.parser)
 
 
 def check_source_fields(row: dict[str, Any], where: str) -> list[str]:

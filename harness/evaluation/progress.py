@@ -152,5 +152,21 @@ def summary_table(report: dict[str, object]) -> Table:
                           f"resolved {report['resolved_instances']}, unresolved {report['unresolved_instances']} "
                           f"(patch failed {report['patch_failed_instances']}), empty patch "
                           f"{report['empty_patch_instances']}, errors {report['error_instances']}, "
+                          f"unsupported {report.get('unsupported_instances', 0)}, "
                           f"incomplete {report['incomplete_instances']}, flaky {report['flaky_instances']}")
+    return table
+
+
+def repository_summary(report: dict[str, object]) -> Table | None:
+    """The per-repository table (instances, resolved, unresolved, unsupported, errors, time); None when
+    the run has a single repository or none."""
+    repos = report.get("repositories")
+    if not isinstance(repos, dict) or len(repos) < 2:
+        return None
+    table = Table(title="by repository")
+    columns = ("instances", "resolved", "unresolved", "unsupported", "errors", "empty_patch")
+    for column in ("repository", *columns, "seconds"):
+        table.add_column(column.replace("_", " "), justify="left" if column == "repository" else "right")
+    for repo, row in repos.items():
+        table.add_row(_text(repo), *(str(row.get(c, 0)) for c in columns), f"{row.get('time', 0.0):.0f}")
     return table

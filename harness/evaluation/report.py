@@ -29,8 +29,9 @@ from harness.errors import UnsafePathError
 from harness.loop import StopReason
 from sandbox.text import safe_json
 
-InstanceStatus = Literal["resolved", "unresolved", "patch_failed", "empty_patch", "error"]
-"""How one instance ended: graded (the first three), no patch to grade, or the infrastructure failed."""
+InstanceStatus = Literal["resolved", "unresolved", "patch_failed", "empty_patch", "error", "unsupported"]
+"""How one instance ended: graded (the first three), no patch to grade, the infrastructure failed, or
+its environment cannot be built offline (the reason in `error`; never counted as unresolved)."""
 DONE = "done"
 
 
@@ -50,6 +51,9 @@ class InstanceRecord:
     flaky: bool = False
     tests_resolved: bool | None = None   # the verdict of the tests, also for empty patches
     infra_retries: int = 0            # executions lost to the infrastructure and rerun (Ray backend)
+    repo: str | None = None           # owner/name, for the per-repository table
+    python_requested: str | None = None   # the interpreter the instance's specification asks for
+    python_used: str | None = None        # the offline interpreter that ran it
 
     @property
     def resolved(self) -> bool:
@@ -111,7 +115,9 @@ def build_report(ids: list[str], records: dict[str, InstanceRecord], model: str)
         "patch_failed_ids": with_status("patch_failed"), "error_ids": with_status("error"),
         "incomplete_ids": sorted(i for i in ids if i not in records),
         "flaky_ids": sorted(r.instance_id for r in done if r.flaky),
+        "unsupported_instances": len(with_status("unsupported")), "unsupported_ids": with_status("unsupported"),
         "totals": _totals(done),
+        "repositories": repository_table(done),
         "instances": {r.instance_id: _summary(r) for r in done},
         "schema_version": 2,
     }
@@ -120,7 +126,24 @@ def build_report(ids: list[str], records: dict[str, InstanceRecord], model: str)
 def _summary(r: InstanceRecord) -> dict[str, Any]:
     return {"status": r.status, "duration": round(r.duration, 3), "durations": r.durations, "turns": r.turns,
             "tokens": r.tokens, "cost_usd": r.cost_usd, "stop_reason": r.stop_reason, "flaky": r.flaky,
-            "error": r.error, "infra_retries": r.infra_retries}
+            "error": r.error, "infra_retries": r.infra_retries, "repo": r.repo,
+            "python_requested": r.python_requested, "python_used": r.python_used}
+
+
+def repository_table(done: list[InstanceRecord]) -> dict[str, dict[str, Any]]:
+    """Per repository: instances, resolved, unresolved (patch failures included), unsupported, errors,
+    empty patches and wall time; instances without a repository are under "(none)"."""
+    table: dict[str, dict[str, Any]] = {}
+    for r in done:
+        row = table.setdefault(r.repo or "(none)", {"instances": 0, "resolved": 0, "unresolved": 0,
+                                                   "unsupported": 0, "errors": 0, "empty_patch": 0,
+                                                   "time": 0.0})
+        row["instances"] += 1
+        key = {"resolved": "resolved", "unresolved": "unresolved", "patch_failed": "unresolved",
+               "unsupported": "unsupported", "error": "errors", "empty_patch": "empty_patch"}[r.status]
+        row[key] += 1
+        row["time"] = round(row["time"] + r.duration, 3)
+    return dict(sorted(table.items()))
 
 
 def _totals(done: list[InstanceRecord]) -> dict[str, Any]:

@@ -48,6 +48,9 @@ class Stages:
         """The task's environment image, built if needed."""
         self._check()
         t0 = time.monotonic()
+        record.repo = str(task.extra["repo"]) if task.extra.get("repo") else None
+        record.python_used = task.python
+        record.python_requested = task.environment.python_requested if task.environment else task.python
 
         def say(text: str) -> None:   # called only while something is being built
             self.events.stage(task.id, text)
