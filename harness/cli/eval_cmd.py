@@ -21,6 +21,7 @@ from rich.console import Console
 from harness.cli.common import EXIT_INFRA, print_safe
 from harness.cli.run_cmd import add_session_options, apply_options
 from harness.config import Config, Secrets, load
+from harness.core.sources import DEFAULT_URL_TEMPLATE
 from harness.core.task import Task, find_task_dirs, load_task
 from harness.errors import ConfigError
 from harness.evaluation.instances import Prediction, load_instances, load_predictions
@@ -40,7 +41,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="task directories or folders of them (default: tasks/ unless --instances)")
     p.add_argument("--instances", type=Path, metavar="FILE", help="SWE-bench-style instances (JSONL)")
     p.add_argument("--repos", type=Path, metavar="DIR",
-                   help="sources of --instances: DIR/<instance_id>.tar.gz or git clones DIR/<owner>__<name>")
+                   help="sources of --instances: DIR/<instance_id>.tar.gz or git clones DIR/<owner>__<name> "
+                        "(default: clone each repository once into the cache from --repo-url)")
+    p.add_argument("--repo-url", metavar="TEMPLATE", default=DEFAULT_URL_TEMPLATE,
+                   help="where to clone a repository from without --repos; {repo} is owner/name "
+                        f"(default {DEFAULT_URL_TEMPLATE}; e.g. file:///mirrors/{{repo}}.git)")
     p.add_argument("--predictions", metavar="FILE",
                    help="grade these SWE-bench predictions instead of running an agent ('gold': the tasks' "
                         "gold patches)")
@@ -125,7 +130,8 @@ def _tasks(args: argparse.Namespace) -> list[Task]:
     if args.instances:
         if args.tasks:
             raise ConfigError("give either TASK_DIRS or --instances FILE, not both")
-        return load_instances(args.instances, args.repos, args.instance_ids)
+        return load_instances(args.instances, args.repos, args.instance_ids, url_template=args.repo_url,
+                              progress=lambda text: print_safe(sys.stderr, text))
     tasks = [load_task(d) for d in find_task_dirs(args.tasks or [Path("tasks")])]
     if args.instance_ids:
         unknown = sorted(set(args.instance_ids) - {t.id for t in tasks})

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -112,6 +113,57 @@ def checkout_commit(clone: Path, commit: str, dest: Path, root: Path) -> None:
         spool.seek(0)
         with tarfile.open(fileobj=spool) as tar:
             _install(tar, f"base_commit {commit} of {clone}", dest, root)
+
+
+DEFAULT_URL_TEMPLATE = "https://github.com/{repo}.git"
+_GIT_PROTOCOLS = "https:http:file:ssh:git"   # never ext:: (a transport that runs commands)
+
+
+def clone_url(template: str, repo: str) -> str:
+    """The clone URL of `repo` (owner/name, already checked) from the operator's `template`.
+
+    Raises:
+        TaskError: the template has no {repo}, or the URL would read as an option.
+    """
+    if "{repo}" not in template:
+        raise TaskError(f"--repo-url {template!r} has no {{repo}}; expected e.g. {DEFAULT_URL_TEMPLATE!r} "
+                        "or 'file:///mirrors/{repo}.git'")
+    url = template.replace("{repo}", repo)
+    if url.startswith("-") or "::" in url.split("/")[0]:
+        raise TaskError(f"--repo-url gives {url!r}, which git would read as an option or a command transport; "
+                        f"expected a URL such as {DEFAULT_URL_TEMPLATE!r}")
+    return url
+
+
+def mirror_clone(repo: str, commit: str, template: str, progress: Callable[[str], None]) -> Path:
+    """A bare clone of `repo` in the cache that holds `commit`: cloned from `clone_url(template, repo)`
+    the first time (saying so through `progress`), fetched again when it lacks `commit`.
+
+    Raises:
+        TaskError: git could not clone or fetch; the message holds git's own words and what to try.
+    """
+    owner, name = repo.split("/")
+    root = checks.private_dir(cache_dir() / "clones")
+    clone = checks.child(root, f"{checks.identifier(owner, 'repo')}__{checks.identifier(name, 'repo')}.git")
+    url = clone_url(template, repo)
+    env = {**os.environ, "GIT_ALLOW_PROTOCOL": _GIT_PROTOCOLS, "GIT_TERMINAL_PROMPT": "0"}
+    if not clone.is_dir():
+        progress(f"cloning {url} into {clone} (once; later runs reuse it)")
+        _git_source(["git", "clone", "--bare", "--quiet", "--", url, str(clone)], env, repo, url)
+    has = subprocess.run(["git", "-C", str(clone), "cat-file", "-e", f"{commit}^{{commit}}"], env=env,
+                         capture_output=True)
+    if has.returncode != 0:
+        progress(f"fetching {commit[:12]} of {repo} from {url}")
+        _git_source(["git", "-C", str(clone), "fetch", "--quiet", "--", url, commit], env, repo, url)
+    return clone
+
+
+def _git_source(cmd: list[str], env: dict[str, str], repo: str, url: str) -> None:
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
+    if proc.returncode != 0:
+        raise TaskError(f"could not get the source of {repo} from {url}: {proc.stderr.strip()[-600:]}; give "
+                        "the sources with --repos DIR (tarballs <instance_id>.tar.gz or clones <owner>__<name>) "
+                        "or a reachable mirror with --repo-url, e.g. 'file:///mirrors/{repo}.git'")
 
 
 def _spool(source: IO[bytes], sink: IO[bytes], cap: int) -> bool:

@@ -21,11 +21,19 @@ from pathlib import Path
 from typing import Any
 
 from harness import checks
-from harness.core.sources import GIT_IDENTITY, checkout_commit, extract_tarball, sources_root
+from harness.core.sources import (
+    DEFAULT_URL_TEMPLATE,
+    GIT_IDENTITY,
+    checkout_commit,
+    extract_tarball,
+    mirror_clone,
+    sources_root,
+)
 from harness.core.task import Task, check_meta, task_from_meta
 from harness.errors import TaskError
 from harness.evaluation import swebench
 from harness.evaluation.specs import Spec
+from sandbox.api import Progress, quiet
 from sandbox.text import safe_json
 
 INSTANCE_EXAMPLE = ('{"instance_id": "owner__name-1", "repo": "owner/name", "base_commit": "<sha>", '
@@ -79,8 +87,10 @@ def instance_meta(row: dict[str, Any]) -> dict[str, Any]:
     return meta
 
 
-def load_instances(path: Path, repos: Path | None, ids: Iterable[str] | None = None) -> list[Task]:
-    """Tasks for the instances in `path` (only `ids`, when given), sources taken from `repos`."""
+def load_instances(path: Path, repos: Path | None, ids: Iterable[str] | None = None, *,
+                   url_template: str = DEFAULT_URL_TEMPLATE, progress: Progress = quiet) -> list[Task]:
+    """Tasks for the instances in `path` (only `ids`, when given), sources taken from `repos`, or
+    without it cloned from `url_template` into the cache (`core.sources.mirror_clone`)."""
     rows = read_jsonl(path, "instances")
     wanted = set(ids) if ids else None
     if wanted is not None:
@@ -101,7 +111,7 @@ def load_instances(path: Path, repos: Path | None, ids: Iterable[str] | None = N
         metas.append((row, meta, spec))
     if problems:
         raise TaskError("invalid instances:\n  - " + "\n  - ".join(problems))
-    return [_instance_task(row, meta, spec, repos) for row, meta, spec in metas]
+    return [_instance_task(row, meta, spec, repos, url_template, progress) for row, meta, spec in metas]
 
 
 def _completed(row: dict[str, Any], where: str) -> tuple[dict[str, Any], Spec | None, list[str]]:
@@ -117,9 +127,11 @@ def _completed(row: dict[str, Any], where: str) -> tuple[dict[str, Any], Spec | 
         return meta, None, [f"{where}: {exc}"]
 
 
-def _instance_task(row: dict[str, Any], meta: dict[str, Any], spec: Spec | None, repos: Path | None) -> Task:
+def _instance_task(row: dict[str, Any], meta: dict[str, Any], spec: Spec | None, repos: Path | None,
+                   url_template: str, progress: Progress) -> Task:
+    source = instance_source(row, repos, url_template, progress)
     task = task_from_meta(meta, default_id=row["instance_id"],
-                          problem=row["problem_statement"], repo_dir=instance_source(row, repos),
+                          problem=row["problem_statement"], repo_dir=source,
                           gold_patch=row.get("patch") or None, test_patch=row.get("test_patch") or None)
     if spec is None:
         return task
@@ -151,16 +163,22 @@ def _owner_name(value: object) -> bool:
         return False
 
 
-def instance_source(row: dict[str, Any], repos: Path | None) -> Path:
+def instance_source(row: dict[str, Any], repos: Path | None, url_template: str = DEFAULT_URL_TEMPLATE,
+                    progress: Progress = quiet) -> Path:
     """The instance's files at base_commit, extracted once into the cache (its fields were checked by
-    `load_instances`, and every path is checked again to stay inside its root)."""
+    `load_instances`, and every path is checked again to stay inside its root). Without `repos`, from
+    a bare clone of `repo` made once in the cache from `url_template`."""
     iid = checks.identifier(row["instance_id"], "instance")
-    if repos is None:
-        raise TaskError(f"instance {iid} needs its source: pass --repos DIR holding {iid}.tar.gz or a "
-                        f"git clone named {str(row.get('repo', 'owner/name')).replace('/', '__')}")
     commit = checks.commit(row["base_commit"], f"instance {iid}") if row.get("base_commit") else ""
     root = sources_root()
     dest = checks.child(root, f"{iid}-{commit[:12] or 'tarball'}")
+    if repos is None:
+        if not (_owner_name(row.get("repo")) and commit):
+            raise TaskError(f"instance {iid} needs its source: pass --repos DIR holding {iid}.tar.gz, or give "
+                            "the row `repo` (owner/name) and `base_commit` so that it can be cloned")
+        if not dest.is_dir():
+            checkout_commit(mirror_clone(str(row["repo"]), commit, url_template, progress), commit, dest, root)
+        return dest
     # one checked component each under the operator's --repos folder (which may hold links of its own)
     tarball = repos / f"{iid}.tar.gz"
     clone = repos / str(row["repo"]).replace("/", "__") if _owner_name(row.get("repo")) else None

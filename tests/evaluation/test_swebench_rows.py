@@ -6,6 +6,8 @@ Real rows from the shared SWE-bench Lite data, with their shared source tarballs
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -90,3 +92,53 @@ def test_the_report_has_a_row_per_repository_and_lists_unsupported_apart() -> No
                                                        "unsupported": 0, "errors": 0, "empty_patch": 0,
                                                        "time": 15.0}
     assert report["repositories"]["astropy/astropy"]["unsupported"] == 1
+
+
+def _mirror(tmp_path: Path) -> tuple[str, str]:
+    """A bare git repository at tmp_path/mirrors/acme/widgets.git with one commit; (template, commit)."""
+    work = tmp_path / "work"
+    (work / "tests").mkdir(parents=True)
+    (work / "widgets.py").write_text("def size():\n    return 1\n")
+    (work / "tests" / "test_widgets.py").write_text("from widgets import size\n\ndef test_size():\n"
+                                                    "    assert size() == 1\n")
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": os.environ["PATH"]}
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "base"]):
+        subprocess.run(["git", "-C", str(work), *args], check=True, env=env)
+    commit = subprocess.run(["git", "-C", str(work), "rev-parse", "HEAD"], check=True, capture_output=True,
+                            text=True).stdout.strip()
+    bare = tmp_path / "mirrors" / "acme" / "widgets.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(bare)], check=True)
+    return f"file://{tmp_path}/mirrors/{{repo}}.git", commit
+
+
+def _cloned_row(commit: str, iid: str) -> dict[str, object]:
+    return {"instance_id": iid, "repo": "acme/widgets", "base_commit": commit,
+            "problem_statement": "size is wrong", "FAIL_TO_PASS": ["tests/test_widgets.py::test_size"],
+            "PASS_TO_PASS": [], "test_cmd": "python -m pytest -rA", "python": "3.11", "requirements": []}
+
+
+def test_without_repos_the_repository_is_cloned_once_into_the_cache(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    template, commit = _mirror(tmp_path)
+    said: list[str] = []
+    rows = _write(tmp_path, _cloned_row(commit, "acme__widgets-1"), _cloned_row(commit, "acme__widgets-2"))
+    tasks = load_instances(rows, None, url_template=template, progress=said.append)
+    assert [t.id for t in tasks] == ["acme__widgets-1", "acme__widgets-2"]
+    assert (tasks[1].repo_dir / "widgets.py").read_text() == "def size():\n    return 1\n"
+    assert not (tasks[0].repo_dir / ".git").exists()
+    assert len([s for s in said if s.startswith("cloning ")]) == 1, said      # the second row reuses it
+    assert (tmp_path / "cache" / "harness" / "clones" / "acme__widgets.git").is_dir()
+
+
+def test_a_clone_url_that_git_would_run_as_a_command_is_refused(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    marker = tmp_path / "pwned"
+    rows = _write(tmp_path, _cloned_row("a" * 40, "acme__widgets-1"))
+    for template in (f"ext::sh -c touch% {marker}#{{repo}}", "--upload-pack=touch {repo}", "https://x/y.git"):
+        with pytest.raises(TaskError) as caught:
+            load_instances(rows, None, url_template=template)
+        assert "--repos DIR" in str(caught.value) or "{repo}" in str(caught.value)
+    assert not marker.exists()
