@@ -127,7 +127,7 @@ class Resolution:
     python: str
     platform: str                         # uv's --python-platform, e.g. "x86_64-manylinux_2_31"
     exclude_newer: str                    # releases uploaded at or after this instant were excluded
-    command: tuple[str, ...]              # the uv command line of the last run (temporary paths as named)
+    command: tuple[str, ...]              # the uv command line; $WORK: its folder of stand-ins and overrides
     from_cache: bool = field(default=False, compare=False)
 
     def wheel_pins(self) -> list[str]:
@@ -429,9 +429,12 @@ def exclude_newer(as_of: datetime | date | str) -> str:
 
 
 def run_uv(cmd: list[str], stdin: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run uv (the resolver) with `stdin`; the default runner of `resolve`."""
+    """Run uv (the resolver) with `stdin`; the default runner of `resolve`. uv's own environment variables
+    are dropped (an extra index or another date there would change a result cached without them), except
+    where uv keeps its cache."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UV_") or k == "UV_CACHE_DIR"}
     return subprocess.run(cmd, input=stdin, cwd=cwd, capture_output=True, text=True, timeout=900, check=False,
-                          env={**os.environ, "UV_PYTHON_DOWNLOADS": "never", "NO_COLOR": "1"})
+                          env={**env, "UV_PYTHON_DOWNLOADS": "never", "NO_COLOR": "1"})
 
 
 def uv_binary() -> str:
@@ -487,7 +490,7 @@ class _Resolver:
             for _ in range(MAX_ROUNDS):
                 proc = self.runner(cmd, "".join(r + "\n" for r in [*self.reqs, *self.given]), work)
                 if proc.returncode == 0:
-                    return self.result(proc.stdout, cmd)
+                    return self.result(proc.stdout, [c.replace(str(work), "$WORK") for c in cmd])
                 named = sorted(set(re.findall(r"Wheels are required for `([^`]+)`", proc.stderr)))
                 added = [s for name in named for s in self.next_standins(name)]
                 if not added:

@@ -175,6 +175,16 @@ def test_flask_as_of_2019_resolves_once_then_comes_from_the_cache(tmp_path: Path
     assert pinned.runs >= 1 and "werkzeug==0.15.2" in other.pins
 
 
+def test_a_damaged_cache_entry_is_resolved_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UV_EXTRA_INDEX_URL", "http://127.0.0.1:9/simple")   # would fail uv if it leaked in
+    first = resolve(["six"], "3.11", "2019-06-01", cache=tmp_path)
+    assert first.pins == ("six==1.12.0",)
+    (entry,) = tmp_path.glob("*.json")
+    entry.write_text('{"pins": ')
+    runner = CountingRunner()
+    assert resolve(["six"], "3.11", "2019-06-01", cache=tmp_path, runner=runner) == first and runner.runs == 1
+
+
 def test_an_unsatisfiable_requirement_fails_with_uvs_own_words(tmp_path: Path) -> None:
     with pytest.raises(ResolveError) as caught:
         resolve(["flask==99.0"], "3.11", "2019-06-01", cache=tmp_path)
