@@ -4,7 +4,8 @@
 hardening in `container_options()`, start, stop, reaping) and what runs inside it
 (`sandbox/runtime/channel.py`: exec, read, write, tar over the exec channel). The container runs
 `sleep infinity` under Docker's init; its only files are the project's, copied into a tmpfs at
-/workspace. Copies are checked on the host here (size, file count, unsafe members).
+/workspace. Copies are checked on the host here (size, file count, unsafe members). An image that holds
+/opt/harness/overlay (files its build added to its /workspace) gets them copied over the project at start.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from sandbox.deployment.docker import BASE_ENV, IDLE_UID, DockerDeployment, cont
 from sandbox.errors import ChannelClosed, SandboxError
 from sandbox.runtime.channel import ChannelRuntime
 
-__all__ = ["BASE_ENV", "IDLE_UID", "DockerSandbox", "container_options"]
+__all__ = ["BASE_ENV", "IDLE_UID", "OVERLAY", "DockerSandbox", "container_options"]
+
+OVERLAY = "/opt/harness/overlay"
 
 
 class DockerSandbox:
@@ -71,9 +74,19 @@ class DockerSandbox:
             self.runtime.exec(f"mkdir -p {OUTPUT_DIR} {STATE_DIR}", timeout=10, save_output=False)
             if self.spec.project_dir is not None:
                 self.copy_in(Path(self.spec.project_dir))
+                self._apply_overlay()
         except BaseException:
             self.close()
             raise
+
+    def _apply_overlay(self) -> None:
+        """Copy the image's OVERLAY (files an image build added to or changed in its /workspace, e.g. an
+        install's metadata) onto the fresh /workspace, as the sandbox user, before anything else runs."""
+        result = self._live().exec(f"if [ -d {OVERLAY} ]; then cp -a {OVERLAY}/. {WORKDIR}/; fi", timeout=120,
+                                   save_output=False)
+        if not result.ok:
+            raise SandboxError(f"copying the image's {OVERLAY} onto {WORKDIR} failed (exit {result.exit_code}): "
+                               f"{result.stderr.text[-2000:]}")
 
     def close(self) -> None:
         """Stop and remove the container and everything it created. Idempotent."""

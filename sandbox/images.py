@@ -259,10 +259,12 @@ def current_tags() -> set[str]:
 def stale_images(client: docker.DockerClient, label: str | None = None) -> list[tuple[str, str]]:
     """(id, name) of the harness's images that the present sources no longer use: sandbox and base
     images of older inputs, images built on those (BASE_LABEL), and untagged leftovers of rebuilds.
-    `label` ("key=value"): only images that also carry it."""
+    `label` ("key=value"): only images that also carry it. Newest first: an image built on another
+    (an instance on its environment) is removed before it, so one prune removes both."""
     current = current_tags()
     stale = []
-    for image in client.api.images(filters={"label": ["harness.managed=true", *([label] if label else [])]}):
+    images = client.api.images(filters={"label": ["harness.managed=true", *([label] if label else [])]})
+    for image in sorted(images, key=lambda i: -int(i.get("Created") or 0)):
         tags = [t for t in image.get("RepoTags") or [] if t != "<none>:<none>"]
         ours = [t for t in tags if t.startswith((REPOSITORY + ":", BASE_REPOSITORY + ":"))]
         base = (image.get("Labels") or {}).get(BASE_LABEL)

@@ -12,6 +12,9 @@ image, the requirements, the install command and, only when there is one, the pr
 so tasks with equal environments share one image and nothing is rebuilt while its inputs stand.
 Builds run with `docker build --network none`. A failed build raises `EnvironmentBuildError`, which
 the batch runner records as an infrastructure error of that task, never as a model failure.
+
+A task with an `Environment` recipe (SWE-bench rows) is built differently, by `resolved.py`: a venv
+environment image shared per recipe, then a thin instance image per task (see there).
 """
 
 from __future__ import annotations
@@ -29,22 +32,17 @@ from packaging.requirements import Requirement
 
 from harness.config import Config
 from harness.core.task import Task
+from harness.environments.errors import EnvironmentBuildError
+from harness.environments.resolved import HASH_LABEL, KIND_LABEL, REPOSITORY, ensure_instance_image, tree_hash
+from harness.environments.venv import RECIPE_VERSION
 from harness.environments.wheelhouse import WheelhouseError, build_wheelhouse, checked
 from sandbox.api import Progress, quiet
 from sandbox.docker_client import client_or_default
-from sandbox.errors import ImageError, SandboxError
+from sandbox.errors import ImageError
 from sandbox.images import BASE_LABEL, build_context, ensure_image, image_exists
-
-REPOSITORY = "harness-env"
-HASH_LABEL = "harness.env.hash"
-RECIPE_VERSION = "2"
 
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
-
-
-class EnvironmentBuildError(SandboxError):
-    """A task's environment image could not be built (an infrastructure error, not the model's)."""
 
 
 def sandbox_image(config: Config, python: str, progress: Progress = quiet) -> str:
@@ -62,14 +60,6 @@ def env_hash(task: Task, base_image: str) -> str:
         h.update(f"\ninstall:{task.install_cmd}\n".encode())
         h.update(tree_hash(task.repo_dir).encode())
     return h.hexdigest()[:16]
-
-
-def tree_hash(root: Path) -> str:
-    """A hash of the names and contents of the files under `root`."""
-    h = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()
 
 
 _ENV = "/opt/harness/env"
@@ -94,11 +84,16 @@ def ensure_env_image(task: Task, base_image: str, *, client: docker.DockerClient
                      progress: Progress = quiet, direct_references: bool = False) -> str:
     """The tag of `task`'s environment image, built on `base_image` if it does not exist yet.
     A requirement or dependency given as a URL (a wheel file) is fetched only with `direct_references`.
+    A task with an `environment` recipe gets its instance image on a shared venv environment
+    (`resolved.ensure_instance_image`); the others get one image of their pinned requirements.
 
     Raises:
+        EnvironmentUnsupported: (recipe tasks) the environment cannot be built offline; the reason says why.
         EnvironmentBuildError: the wheelhouse or the image could not be made.
     """
     client = client_or_default(client)
+    if task.environment is not None:
+        return ensure_instance_image(task, base_image, client=client, progress=progress)
     digest = env_hash(task, base_image)
     tag = f"{REPOSITORY}:{digest}"
     with _lock(digest):
@@ -147,7 +142,8 @@ def _offline(requirement: str) -> str:
 def _build(client: docker.DockerClient, ctx: Path, tag: str, digest: str, base_image: str,
            progress: Progress) -> None:
     try:
-        build_context(client, ctx, tag, labels={HASH_LABEL: digest, BASE_LABEL: base_image}, progress=progress,
+        labels = {HASH_LABEL: digest, BASE_LABEL: base_image, KIND_LABEL: "pinned"}
+        build_context(client, ctx, tag, labels=labels, progress=progress,
                       buildargs={"BASE_IMAGE": base_image})
     except ImageError as exc:
         raise EnvironmentBuildError(str(exc)) from exc

@@ -24,6 +24,8 @@ import re
 import shutil
 import subprocess
 import sys
+import urllib.parse
+import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -111,6 +113,62 @@ def build_wheelhouse(requirements: list[str], python: str, progress: Progress, *
         raise
     (dest / ".complete").write_text("\n".join(wanted) + "\n")
     return dest
+
+
+def pinned_wheelhouse(pins: list[str], python: str, progress: Progress) -> Path:
+    """A folder of the wheels of `pins` (exact "name==version", a complete resolution) for `python`,
+    cached by their hash: one `pip download --only-binary=:all: --no-deps`, no dependency walk (the
+    resolver already closed the set; some of its members are sdists that `download_sdist` fetches).
+
+    Raises:
+        WheelhouseError: a pin is refused, or pip could not download one of the wheels.
+    """
+    wanted = sorted(checked(pins, python))
+    key = hashlib.sha256(f"pinned\n{python}\n{platform.machine()}\n".encode() + "\n".join(wanted).encode())
+    dest = cache_dir() / "wheels" / key.hexdigest()[:16]
+    if (dest / ".complete").is_file():
+        return dest
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    try:
+        _download(wanted, python, dest, pip_flags(python), progress)
+    except WheelhouseError:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    (dest / ".complete").write_text("\n".join(wanted) + "\n")
+    return dest
+
+
+def download_sdist(url: str, filename: str, sha256: str, dest: Path, progress: Progress) -> Path:
+    """The source archive at `url` saved as `dest/filename` after its sha256 matched (cached by it): never
+    unpacked or built here; it is built into a wheel in a network-less container.
+
+    Raises:
+        WheelhouseError: the URL is not http(s), the name is not a plain file name, no sha256 was given,
+            the download failed or its digest differs.
+    """
+    if urllib.parse.urlsplit(url).scheme not in ("https", "http") or not sha256:
+        raise WheelhouseError(f"sdist {filename}: expected an http(s) URL with a sha256, got {url!r} / {sha256!r}")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*\.(tar\.gz|zip|tar\.bz2|tgz)", filename):
+        raise WheelhouseError(f"sdist file name {filename!r} is not a plain archive name like foo-1.0.tar.gz")
+    cached = cache_dir() / "sdists" / sha256 / filename
+    if not cached.is_file():
+        progress(f"downloading the sdist {filename}")
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        digest, part = hashlib.sha256(), cached.with_suffix(".part")
+        try:
+            with urllib.request.urlopen(url, timeout=300) as answer, open(part, "wb") as out:
+                while chunk := answer.read(1 << 20):
+                    digest.update(chunk)
+                    out.write(chunk)
+        except OSError as exc:
+            raise WheelhouseError(f"downloading the sdist {filename} from {url} failed: {exc}") from exc
+        if digest.hexdigest() != sha256:
+            part.unlink()
+            raise WheelhouseError(f"the sdist {filename} has sha256 {digest.hexdigest()}, the index says {sha256}")
+        part.rename(cached)
+    shutil.copy2(cached, dest / filename)
+    return dest / filename
 
 
 def download_wheels(wanted: list[str], python: str, dest: Path, flags: list[str], progress: Progress, *,

@@ -1,0 +1,254 @@
+"""Images of tasks whose environment is resolved rather than pinned by hand (`Task.environment`, the
+SWE-bench rows): one environment image per (key, Python, resolution, recipe), shared, and a thin
+instance image per task on top of it. The recipe's texts are in `venv.py`.
+
+    ensure_instance_image(task, base)
+      supported?          apt packages the sandbox image lacks, a C compiler -> EnvironmentUnsupported
+      resolve             the project's declarations + build requirements + pins, as of the task's date
+                          (uv, `resolve.py`), and the toolchain (pip, setuptools, wheel) of that era
+      environment image   harness-env:venv-<hash of recipe, resolution, base>: wheels downloaded on the
+                          host, sdists built in a network-less stage, a venv with everything installed
+      instance image      harness-env:inst-<hash of env image, project files, install steps>: project
+                          installed, import checked, install products kept in /opt/harness/overlay
+
+Both images carry `harness.base` (the sandbox image: `harness sandbox prune` removes them with it),
+`harness.env.hash` and `harness.env.kind` ("environment" or "instance").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import tempfile
+import threading
+import time
+import tomllib
+from datetime import UTC, datetime
+from pathlib import Path
+
+import docker
+
+from harness.core.task import Environment, Task
+from harness.environments.errors import EnvironmentBuildError, EnvironmentUnsupported
+from harness.environments.resolve import ResolveError, SdistOnly, exclude_newer, read_declarations, resolve
+from harness.environments.venv import (
+    BUILD_SDISTS,
+    FAILED_SDISTS,
+    INSTALL_DEPS,
+    INSTANCE_BUILD,
+    INSTANCE_STEPS,
+    LINK_SCRIPTS,
+    MAKE_VENV,
+    RECIPE_VERSION,
+    TOOLCHAIN,
+    TOOLCHAIN_FLOOR,
+    env_dockerfile,
+    env_lines,
+    instance_dockerfile,
+)
+from harness.environments.wheelhouse import WheelhouseError, download_sdist, pinned_wheelhouse
+from sandbox.api import Progress, quiet
+from sandbox.errors import ImageError
+from sandbox.images import BASE_LABEL, DEBIAN_PACKAGES, build_context, image_exists
+
+REPOSITORY = "harness-env"
+HASH_LABEL = "harness.env.hash"
+KIND_LABEL = "harness.env.kind"
+KEY_LABEL = "harness.env.key"
+
+_locks: dict[str, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def tree_hash(root: Path) -> str:
+    """A hash of the names and contents of the files under `root` (.git and __pycache__ left out)."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and not {"__pycache__", ".git"} & set(p.parts)):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def ensure_instance_image(task: Task, base_image: str, *, client: docker.DockerClient,
+                          progress: Progress = quiet) -> str:
+    """The tag of `task`'s instance image (its environment image built first if missing).
+
+    Raises:
+        EnvironmentUnsupported: it cannot be built offline; the reason names what is missing.
+        EnvironmentBuildError: the build failed (the project's install, the import check).
+    """
+    env_tag = ensure_environment_image(task, base_image, client=client, progress=progress)
+    assert task.environment is not None
+    return _ensure_instance(task, task.environment, env_tag, base_image, client, progress)
+
+
+def ensure_environment_image(task: Task, base_image: str, *, client: docker.DockerClient,
+                             progress: Progress = quiet) -> str:
+    """The tag of the environment image `task` shares with every task of its recipe, built if missing.
+
+    Raises:
+        EnvironmentUnsupported, EnvironmentBuildError: as `ensure_instance_image`.
+    """
+    env = task.environment
+    if env is None:
+        raise EnvironmentBuildError(f"task {task.id} has no resolved environment (Task.environment is None)")
+    unsupported(task.id, env)
+    pins, sdists, toolchain = resolved_pins(task, env, progress)
+    return ensure_environment(task, env, base_image, pins, sdists, toolchain, client=client, progress=progress)
+
+
+def unsupported(task_id: str, env: Environment) -> None:
+    """Raise EnvironmentUnsupported when the recipe needs what the sandbox image cannot have offline."""
+    missing = [p for p in env.apt_packages if p not in DEBIAN_PACKAGES]
+    if missing:
+        raise EnvironmentUnsupported(task_id, f"the recipe installs Debian package(s) {missing} that the sandbox "
+                                              f"image does not have (it has {DEBIAN_PACKAGES}); no apt offline")
+    if env.compiled and "gcc" not in DEBIAN_PACKAGES:
+        raise EnvironmentUnsupported(task_id, "the project compiles C extensions at install and the sandbox image "
+                                              "has no C compiler (gcc)")
+
+
+def resolved_pins(task: Task, env: Environment, progress: Progress) -> tuple[list[str], list[SdistOnly], list[str]]:
+    """(the project's pins without the toolchain, its sdist-only pins, the toolchain pins).
+
+    The toolchain is resolved as of the task's date or the interpreter's floor (`TOOLCHAIN_FLOOR`),
+    whichever is later; an exact pin of pip, setuptools or wheel in `env.pins` replaces it.
+
+    Raises:
+        EnvironmentUnsupported: a resolution failed (uv's words in the reason).
+    """
+    as_of = env.as_of or datetime.now(UTC).strftime("%Y-%m-%d")
+    declared = read_declarations(task.repo_dir, files=env.package_files)
+    for item in declared.unreadable:
+        progress(f"{task.id}: not read: {item.origin}: {item.reason}")
+    requirements = [*declared.texts(), *build_requires(task.repo_dir)]
+    exact = {_name(p): p for p in env.pins if re.fullmatch(r"[A-Za-z0-9._-]+==[^,;\s]+", p.strip())}
+    ranges = [p for p in env.pins if _name(p) in TOOLCHAIN and _name(p) not in exact]
+    try:
+        cutoff = max(exclude_newer(as_of), exclude_newer(TOOLCHAIN_FLOOR.get(task.python, "2021-01-01")))
+        tools = resolve(list(TOOLCHAIN), task.python, cutoff, pins=ranges, progress=progress).pins
+        if not requirements and not env.pins:
+            return [], [], sorted(exact.get(_name(p), p) for p in tools if _name(p) in TOOLCHAIN)
+        result = resolve(requirements, task.python, as_of, pins=env.pins, progress=progress)
+    except ResolveError as exc:
+        raise EnvironmentUnsupported(task.id, f"the dependencies do not resolve offline-ready: {exc}") from exc
+    toolchain = sorted(exact.get(_name(p), p) for p in tools if _name(p) in TOOLCHAIN)
+    chosen = {_name(p) for p in toolchain}
+    sdist_names = {_name(s.name) for s in result.sdist_only}
+    pins = [p for p in result.pins if _name(p) not in chosen and _name(p) not in sdist_names]
+    return pins, list(result.sdist_only), toolchain
+
+
+def build_requires(root: Path) -> list[str]:
+    """pyproject.toml's [build-system] requires, read as text (installs run without build isolation, so
+    the build's own requirements must be in the environment)."""
+    path = root / "pyproject.toml"
+    if not path.is_file() or path.is_symlink():
+        return []
+    try:
+        data = tomllib.loads(path.read_text(errors="replace"))
+    except tomllib.TOMLDecodeError:
+        return []
+    system = data.get("build-system")
+    requires = system.get("requires", []) if isinstance(system, dict) else []
+    return [r for r in requires if isinstance(r, str)] if isinstance(requires, list) else []
+
+
+def _name(requirement: str) -> str:
+    match = re.match(r"\s*([A-Za-z0-9._-]+)", requirement)
+    return re.sub(r"[-_.]+", "-", match.group(1)).lower() if match else requirement
+
+
+def ensure_environment(task: Task, env: Environment, base_image: str, pins: list[str], sdists: list[SdistOnly],
+                       toolchain: list[str], *, client: docker.DockerClient, progress: Progress = quiet) -> str:
+    """The tag of the environment image for these pins, built if missing (shared by every task of them).
+
+    Raises:
+        EnvironmentUnsupported: an sdist did not build into a wheel offline.
+        EnvironmentBuildError: the wheels could not be downloaded, or the build failed otherwise.
+    """
+    files = {"toolchain.txt": "".join(p + "\n" for p in toolchain),
+             "requirements.txt": "".join(p + "\n" for p in [*pins, *(f"{s.name}=={s.version}" for s in sdists)]),
+             "wheel-requirements.txt": "".join(p + "\n" for p in pins),
+             "make-venv.sh": MAKE_VENV, "link-scripts.sh": LINK_SCRIPTS, "build-sdists.sh": BUILD_SDISTS,
+             "install-deps.sh": INSTALL_DEPS}
+    h = hashlib.sha256(json.dumps([RECIPE_VERSION, base_image, task.python, env.key, env_dockerfile(
+        sdists=bool(sdists), labels={}), files, [(s.filename, s.sha256) for s in sdists]]).encode())
+    digest = h.hexdigest()[:16]
+    tag = f"{REPOSITORY}:venv-{digest}"
+    labels = {HASH_LABEL: digest, BASE_LABEL: base_image, KIND_LABEL: "environment", KEY_LABEL: env.key}
+    with _lock(digest):
+        if image_exists(client, tag):
+            return tag
+        started = time.monotonic()
+        progress(f"building environment {tag} ({env.key}, Python {task.python}): {len(pins)} wheel(s), "
+                 f"{len(sdists)} sdist(s) to build, toolchain {' '.join(toolchain)}")
+        with tempfile.TemporaryDirectory(prefix="harness-venv-") as tmp:
+            ctx = Path(tmp)
+            (ctx / "env").mkdir()
+            (ctx / "sdists").mkdir()
+            for name, text in files.items():
+                (ctx / "env" / name).write_text(text)
+            try:
+                wheels = pinned_wheelhouse([*pins, *toolchain], task.python, progress)
+                for sdist in sdists:
+                    download_sdist(sdist.url, sdist.filename, sdist.sha256, ctx / "sdists", progress)
+            except WheelhouseError as exc:
+                raise EnvironmentUnsupported(task.id, f"the environment's files could not be downloaded: {exc}") \
+                    from exc
+            shutil.copytree(wheels, ctx / "env" / "wheels", ignore=shutil.ignore_patterns(".complete"))
+            (ctx / "Dockerfile").write_text(env_dockerfile(sdists=bool(sdists), labels=labels))
+            try:
+                build_context(client, ctx, tag, labels={}, progress=progress, buildargs={"BASE_IMAGE": base_image})
+            except ImageError as exc:
+                if FAILED_SDISTS in str(exc):
+                    names = str(exc).split(FAILED_SDISTS, 1)[1].splitlines()[0].split()
+                    raise EnvironmentUnsupported(task.id, f"sdist(s) {names} did not build into wheels offline "
+                                                          f"(no C compiler in the image, or a build dependency "
+                                                          f"missing): {exc}") from exc
+                raise EnvironmentBuildError(str(exc)) from exc
+        progress(f"built {tag} in {time.monotonic() - started:.1f}s")
+        return tag
+
+
+def _ensure_instance(task: Task, env: Environment, env_tag: str, base_image: str, client: docker.DockerClient,
+                     progress: Progress) -> str:
+    env_vars = env_lines(env.test_env, task.id)
+    version = str(task.extra.get("version", ""))
+    settings = {"installed": bool(task.install_cmd),
+                "scm_version": f"{version}.0" if re.fullmatch(r"\d+(\.\d+){0,2}", version) else "0.0.0"}
+    scripts = {"build.py": INSTANCE_BUILD, "pre-install.sh": "".join(c + "\n" for c in env.pre_install),
+               "install.sh": (task.install_cmd + "\n") if task.install_cmd else "",
+               "settings.json": json.dumps(settings)}
+    h = hashlib.sha256(json.dumps([RECIPE_VERSION, env_tag, instance_dockerfile(env_vars=env_vars, labels={}),
+                                   scripts]).encode())
+    h.update(tree_hash(task.repo_dir).encode())
+    digest = h.hexdigest()[:16]
+    tag = f"{REPOSITORY}:inst-{digest}"
+    labels = {HASH_LABEL: digest, BASE_LABEL: base_image, KIND_LABEL: "instance", KEY_LABEL: env.key}
+    with _lock(digest):
+        if image_exists(client, tag):
+            return tag
+        started = time.monotonic()
+        progress(f"building instance {tag} for {task.id} on {env_tag}")
+        with tempfile.TemporaryDirectory(prefix="harness-inst-") as tmp:
+            ctx = Path(tmp)
+            shutil.copytree(task.repo_dir, ctx / "workspace", symlinks=True,
+                            ignore=shutil.ignore_patterns("__pycache__", ".git", INSTANCE_STEPS.rsplit("/", 1)[1]))
+            steps = ctx / "workspace" / INSTANCE_STEPS.rsplit("/", 1)[1]
+            steps.mkdir()
+            for name, text in scripts.items():
+                (steps / name).write_text(text)
+            (ctx / "Dockerfile").write_text(instance_dockerfile(env_vars=env_vars, labels=labels))
+            try:
+                build_context(client, ctx, tag, labels={}, progress=progress, buildargs={"ENV_IMAGE": env_tag})
+            except ImageError as exc:
+                raise EnvironmentBuildError(str(exc)) from exc
+        progress(f"built {tag} in {time.monotonic() - started:.1f}s")
+        return tag
+
+
+def _lock(digest: str) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault(digest, threading.Lock())

@@ -1,0 +1,262 @@
+"""The recipe of resolved environments: fixed Dockerfile texts and the scripts they run, as data.
+
+Two images per task (see `resolved.py` for when each is built):
+
+- the **environment image** (one per environment key, Python and resolution): FROM the sandbox image,
+  a venv at /opt/harness/venv made with `python3 -m venv --without-pip` and given its pip, setuptools
+  and wheel from their own wheels (Debian's pip never installs anything), then the resolved pins
+  installed offline with `--no-deps` (uv's resolution is complete). sdist-only pins are built into wheels
+  in a first stage of the same network-less build, with the era's toolchain and no build isolation.
+- the **instance image** (one per task): FROM the environment image, the project copied to /workspace,
+  `pre_install` and the install command run there offline, an import check from outside the project,
+  and what the install added or changed under /workspace saved to /opt/harness/overlay, which the
+  sandbox copies onto its fresh /workspace at start. The tests' variables are ENV lines.
+
+The sandbox's exec environment has a fixed PATH, so the venv is put first through /usr/local/bin:
+`python`, `python3` and `python3.X` there are tiny exec wrappers (a symlink would not activate the venv:
+Python looks for pyvenv.cfg beside the link), every other venv script is symlinked (its shebang names
+the venv's interpreter). Scripts are relinked after the project's install.
+
+Nothing a task supplies is pasted into a Dockerfile except the test variables, validated (`env_lines`)
+and quoted; the commands are files of the build context run with bash.
+"""
+
+from __future__ import annotations
+
+import re
+
+from harness.environments.errors import EnvironmentBuildError
+
+RECIPE_VERSION = "3"        # bump whenever what an image holds changes without its inputs changing
+VENV = "/opt/harness/venv"
+ENV_DIR = "/opt/harness/env"
+OVERLAY = "/opt/harness/overlay"
+TOOLCHAIN = ("pip", "setuptools", "wheel")
+# The toolchain is resolved as of the project's date but never before the first date at which that
+# interpreter was usable with it: pip 20.3 / setuptools 51 (< 60, the distutils-era editable installs
+# old projects expect) on 3.9, pip 22.3 / setuptools 65 on 3.11, pip 24.2 / setuptools 75 on 3.13.
+TOOLCHAIN_FLOOR = {"3.9": "2021-01-01", "3.11": "2022-11-01", "3.13": "2024-10-08"}
+FAILED_SDISTS = "harness: sdists that did not build:"
+INSTALL_FAILED = "harness: the project's install failed"
+IMPORT_FAILED = "harness: the project does not import:"
+
+# Every instruction is a step that costs seconds on a slow storage driver: the texts keep them few (labels
+# are one LABEL line, `labels()`; the sdist stage only when there are sdists; WORKDIR inherited).
+SDIST_STAGE = f"""\
+ARG BASE_IMAGE
+FROM ${{BASE_IMAGE}} AS sdists
+USER root
+COPY env/ {ENV_DIR}/
+COPY sdists/ {ENV_DIR}/sdists/
+RUN bash {ENV_DIR}/make-venv.sh && bash {ENV_DIR}/build-sdists.sh
+
+"""
+
+
+def env_dockerfile(*, sdists: bool, labels: dict[str, str]) -> str:
+    """The environment image's Dockerfile: fixed text, with a first stage that builds sdists if there are any."""
+    return (SDIST_STAGE if sdists else "ARG BASE_IMAGE\n") + f"""\
+FROM ${{BASE_IMAGE}}
+USER root
+COPY env/ {ENV_DIR}/
+{f"COPY --from=sdists {ENV_DIR}/built/ {ENV_DIR}/wheels/" if sdists else ""}
+RUN bash {ENV_DIR}/make-venv.sh && bash {ENV_DIR}/install-deps.sh
+ENV VIRTUAL_ENV={VENV} PATH={VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \\
+    PIP_NO_INDEX=1 PIP_FIND_LINKS={ENV_DIR}/wheels PIP_DISABLE_PIP_VERSION_CHECK=1
+USER agent
+{label_line(labels)}"""
+
+
+MAKE_VENV = f"""\
+set -eu
+version=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+/usr/bin/python3 -m venv --without-pip {VENV}
+pip_wheel=$(ls {ENV_DIR}/wheels/pip-*.whl | head -n 1)
+{VENV}/bin/python "$pip_wheel/pip" install --no-index --no-cache-dir --disable-pip-version-check \\
+    --find-links {ENV_DIR}/wheels -r {ENV_DIR}/toolchain.txt
+for name in python python3 "python$version"; do
+    rm -f "/usr/local/bin/$name"    # the image's python there is a link to /usr/bin/python3: never write through it
+    printf '#!/bin/sh\\nexec {VENV}/bin/python "$@"\\n' > "/usr/local/bin/$name"
+    chmod 755 "/usr/local/bin/$name"
+done
+bash {ENV_DIR}/link-scripts.sh
+/usr/bin/python3 -c pass    # the system interpreter is intact
+mkdir -p /opt/harness/instance {OVERLAY}
+chown -R 1000:1000 {VENV} /usr/local/bin /opt/harness/instance {OVERLAY}
+"""
+
+LINK_SCRIPTS = f"""\
+set -eu
+for script in {VENV}/bin/*; do
+    name=$(basename "$script")
+    case "$name" in python*|activate*|Activate*) continue ;; esac
+    ln -sf "$script" "/usr/local/bin/$name"
+done
+"""
+
+BUILD_SDISTS = f"""\
+set -u
+mkdir -p {ENV_DIR}/built
+if [ -s {ENV_DIR}/wheel-requirements.txt ]; then
+    {VENV}/bin/python -m pip install --no-index --no-cache-dir --no-deps --find-links {ENV_DIR}/wheels \\
+        -r {ENV_DIR}/wheel-requirements.txt >/dev/null 2>&1 || true
+fi
+failed=""
+for sdist in {ENV_DIR}/sdists/*; do
+    [ -f "$sdist" ] || continue
+    echo "building a wheel of $(basename "$sdist")"
+    if ! {VENV}/bin/python -m pip wheel --no-index --no-cache-dir --no-deps --no-build-isolation \\
+            --find-links {ENV_DIR}/wheels -w {ENV_DIR}/built "$sdist" >/tmp/sdist.log 2>&1; then
+        tail -n 12 /tmp/sdist.log
+        failed="$failed $(basename "$sdist")"
+    fi
+done
+if [ -n "$failed" ]; then
+    echo "{FAILED_SDISTS}$failed"
+    exit 1
+fi
+"""
+
+INSTALL_DEPS = f"""\
+set -eu
+if [ -s {ENV_DIR}/requirements.txt ]; then
+    {VENV}/bin/python -m pip install --no-index --no-cache-dir --disable-pip-version-check --no-deps \\
+        --find-links {ENV_DIR}/wheels -r {ENV_DIR}/requirements.txt
+fi
+bash {ENV_DIR}/link-scripts.sh
+"""
+
+INSTANCE_STEPS = "/workspace/.harness-instance"
+
+
+def instance_dockerfile(*, env_vars: str, labels: dict[str, str]) -> str:
+    """The instance image's Dockerfile: fixed text plus the checked ENV lines (`env_lines`) and labels. It
+    runs as the agent user (the environment image gave it the venv): the context's workspace/ holds the
+    project and, in .harness-instance/, the install steps, moved out before anything is compared."""
+    return f"""\
+ARG ENV_IMAGE
+FROM ${{ENV_IMAGE}}
+COPY --chown=1000:1000 workspace/ /workspace/
+RUN {VENV}/bin/python {INSTANCE_STEPS}/build.py
+{env_vars}{label_line(labels)}"""
+
+
+# Run in the instance build with the venv's Python (3.9 and up: no newer syntax). It snapshots
+# /workspace, runs pre-install.sh and install.sh there, checks the imports from /, and copies what
+# the install added or changed to the overlay.
+INSTANCE_BUILD = f'''\
+import hashlib, json, os, shutil, subprocess, sys
+
+WORK, STEPS, HERE, OVERLAY = "/workspace", "{INSTANCE_STEPS}", "/opt/harness/instance", "{OVERLAY}"
+SKIP = {{".git", "__pycache__"}}
+
+
+def snapshot():
+    files = {{}}
+    for top, dirs, names in os.walk(WORK):
+        dirs[:] = [d for d in dirs if d not in SKIP]
+        for name in names:
+            path = os.path.join(top, name)
+            if os.path.islink(path):
+                files[path] = "link:" + os.readlink(path)
+            elif os.path.isfile(path):
+                with open(path, "rb") as handle:
+                    files[path] = hashlib.sha256(handle.read()).hexdigest()
+    return files
+
+
+def run(script, log):
+    if not os.path.getsize(script):
+        return True
+    return subprocess.call(["bash", "-e", script], cwd=WORK, stdout=log, stderr=subprocess.STDOUT) == 0
+
+
+def top_level_names():
+    names = []
+    for base in (WORK, os.path.join(WORK, "src")):
+        for entry in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+            top = os.path.join(base, entry, "top_level.txt")
+            if entry.endswith(".egg-info") and os.path.isfile(top):
+                names += [n.strip() for n in open(top).read().split() if n.strip()]
+    if names:
+        return sorted(set(n for n in names if n.isidentifier()))
+    skip = {{"tests", "test", "testing", "docs", "doc", "examples", "benchmarks", "scripts", "tools", "bin"}}
+    for base in (WORK, os.path.join(WORK, "src")):
+        for entry in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+            if entry not in skip and entry.isidentifier() and os.path.isfile(os.path.join(base, entry, "__init__.py")):
+                names.append(entry)
+    return names
+
+
+def main():
+    for name in os.listdir(STEPS):
+        shutil.move(os.path.join(STEPS, name), os.path.join(HERE, name))
+    os.rmdir(STEPS)
+    settings = json.load(open(os.path.join(HERE, "settings.json")))
+    env = dict(os.environ, PIP_NO_INDEX="1", PIP_FIND_LINKS="{ENV_DIR}/wheels", PIP_NO_CACHE_DIR="1",
+               PIP_DISABLE_PIP_VERSION_CHECK="1")
+    if not os.path.isdir(os.path.join(WORK, ".git")):
+        env.setdefault("SETUPTOOLS_SCM_PRETEND_VERSION", settings["scm_version"])
+    os.environ.update(env)
+    before = snapshot()
+    with open("/tmp/install.log", "w") as log:
+        ok = run(os.path.join(HERE, "pre-install.sh"), log) and run(os.path.join(HERE, "install.sh"), log)
+    tail = open("/tmp/install.log", errors="replace").read().splitlines()[-40:]
+    print("\\n".join(tail))
+    if not ok:
+        print("{INSTALL_FAILED}")
+        return 1
+    subprocess.call(["bash", "{ENV_DIR}/link-scripts.sh"])
+    where = "/" if settings["installed"] else WORK
+    for name in top_level_names():
+        check = subprocess.run([sys.executable, "-c", "import " + name], cwd=where,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+        if check.returncode != 0:
+            print(check.stdout[-3000:])
+            print("{IMPORT_FAILED} " + name + " (from " + where + ")")
+            return 1
+        print("imports: " + name)
+    after = snapshot()
+    changed = sorted(p for p, h in after.items() if before.get(p) != h)
+    for path in changed:
+        dest = OVERLAY + path[len(WORK):]
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        shutil.copy2(path, dest, follow_symlinks=False)
+    os.makedirs(OVERLAY, exist_ok=True)
+    print("overlay: %d file(s) added or changed by the install" % len(changed))
+    return 0
+
+
+sys.exit(main())
+'''
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def label_line(labels: dict[str, str]) -> str:
+    """One LABEL instruction (one build step) with every label quoted."""
+    return ("LABEL " + " ".join(f"{k}={_quoted(v)}" for k, v in sorted(labels.items())) + "\n") if labels else ""
+
+
+def _quoted(value: str) -> str:
+    if any(c in value for c in "\n\r\0"):
+        raise EnvironmentBuildError(f"label value {value!r} holds a newline or NUL")
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
+
+
+def env_lines(test_env: tuple[tuple[str, str], ...], task_id: str) -> str:
+    """ENV lines for the tests' variables, each checked (a plain name, a value without newlines or NUL)
+    and quoted for the Dockerfile (backslash, double quote and $ escaped).
+
+    Raises:
+        EnvironmentBuildError: a name or value is refused; every violation is listed.
+    """
+    problems = []
+    for name, value in test_env:
+        if not (isinstance(name, str) and _NAME.fullmatch(name)):
+            problems.append(f"name {name!r} is not a plain variable name (expected e.g. LANG)")
+        if not isinstance(value, str) or any(c in value for c in "\n\r\0"):
+            problems.append(f"value of {name!r} must be a string without newlines or NUL, got {value!r}")
+    if problems:
+        raise EnvironmentBuildError(f"task {task_id}: test environment variables refused: " + "; ".join(problems))
+    return ("ENV " + " ".join(f"{n}={_quoted(v)}" for n, v in test_env) + "\n") if test_env else ""
