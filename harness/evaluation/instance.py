@@ -14,6 +14,7 @@ from pathlib import Path
 
 from harness import checks
 from harness.core.task import Task
+from harness.environments.errors import EnvironmentUnsupported
 from harness.evaluation.options import Cancelled
 from harness.evaluation.report import InstanceRecord, instance_dir, write_done
 from harness.evaluation.stages import Stages
@@ -41,6 +42,10 @@ def evaluate_instance(task: Task, stages: Stages, out: Path, model_name: str,
         stages.grade(task, patch, image, folder, record)
     except Cancelled:
         return None
+    except EnvironmentUnsupported as exc:       # cannot be built offline: listed apart, never unresolved
+        record.status = "unsupported"
+        record.error = f"{stage}: {exc.reason}"
+        checks.write_file(folder / "error.txt", f"{record.error}\n")
     except Exception as exc:  # noqa: BLE001 - the batch runner records whatever failed, per instance
         if cancel.is_set():
             return None
