@@ -5,7 +5,8 @@ hardening in `container_options()`, start, stop, reaping) and what runs inside i
 (`sandbox/runtime/channel.py`: exec, read, write, tar over the exec channel). The container runs
 `sleep infinity` under Docker's init; its only files are the project's, copied into a tmpfs at
 /workspace. Copies are checked on the host here (size, file count, unsafe members). An image that holds
-/opt/harness/overlay (files its build added to its /workspace) gets them copied over the project at start.
+/opt/harness/overlay (files its build added to its /workspace) gets them copied over the project at start;
+the variables an image declares with ENV reach every command, under BASE_ENV and the spec's own.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class DockerSandbox:
             raise SandboxError(f"sandbox {self.session!r} is already started; use it, or close() it first")
         self.deployment.start()
         try:
-            env = {**BASE_ENV, **self.spec.env}
+            env = {**self._image_env(), **BASE_ENV, **self.spec.env}
             self.runtime = ChannelRuntime(lambda: self.deployment.open_channel(env), env)
             self.runtime.exec(f"mkdir -p {OUTPUT_DIR} {STATE_DIR}", timeout=10, save_output=False)
             if self.spec.project_dir is not None:
@@ -78,6 +79,12 @@ class DockerSandbox:
         except BaseException:
             self.close()
             raise
+
+    def _image_env(self) -> dict[str, str]:
+        """The variables the image declares (its ENV: e.g. the tests' variables of an environment image);
+        the container was created with BASE_ENV only, so nothing of the host's environment is among them."""
+        declared = (self.container.attrs.get("Config") or {}).get("Env") or []
+        return dict(item.split("=", 1) for item in declared if "=" in item)
 
     def _apply_overlay(self) -> None:
         """Copy the image's OVERLAY (files an image build added to or changed in its /workspace, e.g. an

@@ -8,7 +8,8 @@ instance image per task on top of it. The recipe's texts are in `venv.py`.
                           (uv, `resolve.py`), and the toolchain (pip, setuptools, wheel) of that era
       environment image   harness-env:venv-<hash of recipe, resolution, base>: wheels downloaded on the
                           host, sdists built in a network-less stage, a venv with everything installed
-      instance image      harness-env:inst-<hash of env image, project files, install steps>: project
+      instance image      harness-env:inst-<hash of env image, project files, install steps>: one layer
+                          committed from a network-less build container (`instance.py`): project
                           installed, import checked, install products kept in /opt/harness/overlay
 
 Both images carry `harness.base` (the sandbox image: `harness sandbox prune` removes them with it),
@@ -32,13 +33,13 @@ import docker
 
 from harness.core.task import Environment, Task
 from harness.environments.errors import EnvironmentBuildError, EnvironmentUnsupported
+from harness.environments.instance import build_instance
 from harness.environments.resolve import ResolveError, SdistOnly, exclude_newer, read_declarations, resolve
 from harness.environments.venv import (
     BUILD_SDISTS,
     FAILED_SDISTS,
     INSTALL_DEPS,
     INSTANCE_BUILD,
-    INSTANCE_STEPS,
     LINK_SCRIPTS,
     MAKE_VENV,
     RECIPE_VERSION,
@@ -46,7 +47,7 @@ from harness.environments.venv import (
     TOOLCHAIN_FLOOR,
     env_dockerfile,
     env_lines,
-    instance_dockerfile,
+    instance_changes,
 )
 from harness.environments.wheelhouse import WheelhouseError, download_sdist, pinned_wheelhouse
 from sandbox.api import Progress, quiet
@@ -141,8 +142,8 @@ def resolved_pins(task: Task, env: Environment, progress: Progress) -> tuple[lis
 
 
 def build_requires(root: Path) -> list[str]:
-    """pyproject.toml's [build-system] requires, read as text (installs run without build isolation, so
-    the build's own requirements must be in the environment)."""
+    """pyproject.toml's [build-system] requires, read as text: the install runs offline, so the build's own
+    requirements must be in the environment's wheelhouse (and in the venv for `--no-build-isolation`)."""
     path = root / "pyproject.toml"
     if not path.is_file() or path.is_symlink():
         return []
@@ -221,8 +222,7 @@ def _ensure_instance(task: Task, env: Environment, env_tag: str, base_image: str
     scripts = {"build.py": INSTANCE_BUILD, "pre-install.sh": "".join(c + "\n" for c in env.pre_install),
                "install.sh": (task.install_cmd + "\n") if task.install_cmd else "",
                "settings.json": json.dumps(settings)}
-    h = hashlib.sha256(json.dumps([RECIPE_VERSION, env_tag, instance_dockerfile(env_vars=env_vars, labels={}),
-                                   scripts]).encode())
+    h = hashlib.sha256(json.dumps([RECIPE_VERSION, env_tag, env_vars, scripts]).encode())
     h.update(tree_hash(task.repo_dir).encode())
     digest = h.hexdigest()[:16]
     tag = f"{REPOSITORY}:inst-{digest}"
@@ -232,19 +232,9 @@ def _ensure_instance(task: Task, env: Environment, env_tag: str, base_image: str
             return tag
         started = time.monotonic()
         progress(f"building instance {tag} for {task.id} on {env_tag}")
-        with tempfile.TemporaryDirectory(prefix="harness-inst-") as tmp:
-            ctx = Path(tmp)
-            shutil.copytree(task.repo_dir, ctx / "workspace", symlinks=True,
-                            ignore=shutil.ignore_patterns("__pycache__", ".git", INSTANCE_STEPS.rsplit("/", 1)[1]))
-            steps = ctx / "workspace" / INSTANCE_STEPS.rsplit("/", 1)[1]
-            steps.mkdir()
-            for name, text in scripts.items():
-                (steps / name).write_text(text)
-            (ctx / "Dockerfile").write_text(instance_dockerfile(env_vars=env_vars, labels=labels))
-            try:
-                build_context(client, ctx, tag, labels={}, progress=progress, buildargs={"ENV_IMAGE": env_tag})
-            except ImageError as exc:
-                raise EnvironmentBuildError(str(exc)) from exc
+        output = build_instance(client, env_tag, tag, task.repo_dir, scripts, instance_changes(env_vars, labels))
+        for line in output.splitlines()[-3:]:
+            progress(f"{task.id}: {line}")
         progress(f"built {tag} in {time.monotonic() - started:.1f}s")
         return tag
 

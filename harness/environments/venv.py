@@ -7,18 +7,20 @@ Two images per task (see `resolved.py` for when each is built):
   and wheel from their own wheels (Debian's pip never installs anything), then the resolved pins
   installed offline with `--no-deps` (uv's resolution is complete). sdist-only pins are built into wheels
   in a first stage of the same network-less build, with the era's toolchain and no build isolation.
-- the **instance image** (one per task): FROM the environment image, the project copied to /workspace,
-  `pre_install` and the install command run there offline, an import check from outside the project,
-  and what the install added or changed under /workspace saved to /opt/harness/overlay, which the
-  sandbox copies onto its fresh /workspace at start. The tests' variables are ENV lines.
+- the **instance image** (one per task): the environment image plus one committed layer (`instance.py`):
+  in a network-less build container the project is unpacked into a tmpfs /workspace, `pre_install` and
+  the install command run there offline as the agent user, the project's packages are imported from /,
+  and what the install added or changed under /workspace is saved to /opt/harness/overlay, which the
+  sandbox copies onto its fresh /workspace at start. The tests' variables are ENV changes of the commit.
 
 The sandbox's exec environment has a fixed PATH, so the venv is put first through /usr/local/bin:
 `python`, `python3` and `python3.X` there are tiny exec wrappers (a symlink would not activate the venv:
 Python looks for pyvenv.cfg beside the link), every other venv script is symlinked (its shebang names
 the venv's interpreter). Scripts are relinked after the project's install.
 
-Nothing a task supplies is pasted into a Dockerfile except the test variables, validated (`env_lines`)
-and quoted; the commands are files of the build context run with bash.
+Nothing a task supplies is pasted into a Dockerfile or a commit's changes except the test variables and
+the environment key (a label), validated and quoted (`env_lines`, `label_line`); commands are files run
+with bash.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ RECIPE_VERSION = "3"        # bump whenever what an image holds changes without 
 VENV = "/opt/harness/venv"
 ENV_DIR = "/opt/harness/env"
 OVERLAY = "/opt/harness/overlay"
+INSTANCE_DIR = "/opt/harness/instance"   # the instance build's steps (agent-owned in the environment image)
 TOOLCHAIN = ("pip", "setuptools", "wheel")
 # The toolchain is resolved as of the project's date but never before the first date at which that
 # interpreter was usable with it: pip 20.3 / setuptools 51 (< 60, the distutils-era editable installs
@@ -81,8 +84,8 @@ for name in python python3 "python$version"; do
 done
 bash {ENV_DIR}/link-scripts.sh
 /usr/bin/python3 -c pass    # the system interpreter is intact
-mkdir -p /opt/harness/instance {OVERLAY}
-chown -R 1000:1000 {VENV} /usr/local/bin /opt/harness/instance {OVERLAY}
+mkdir -p {INSTANCE_DIR} {OVERLAY}
+chown -R 1000:1000 {VENV} /usr/local/bin {INSTANCE_DIR} {OVERLAY}
 """
 
 LINK_SCRIPTS = f"""\
@@ -126,28 +129,13 @@ fi
 bash {ENV_DIR}/link-scripts.sh
 """
 
-INSTANCE_STEPS = "/workspace/.harness-instance"
-
-
-def instance_dockerfile(*, env_vars: str, labels: dict[str, str]) -> str:
-    """The instance image's Dockerfile: fixed text plus the checked ENV lines (`env_lines`) and labels. It
-    runs as the agent user (the environment image gave it the venv): the context's workspace/ holds the
-    project and, in .harness-instance/, the install steps, moved out before anything is compared."""
-    return f"""\
-ARG ENV_IMAGE
-FROM ${{ENV_IMAGE}}
-COPY --chown=1000:1000 workspace/ /workspace/
-RUN {VENV}/bin/python {INSTANCE_STEPS}/build.py
-{env_vars}{label_line(labels)}"""
-
-
-# Run in the instance build with the venv's Python (3.9 and up: no newer syntax). It snapshots
-# /workspace, runs pre-install.sh and install.sh there, checks the imports from /, and copies what
-# the install added or changed to the overlay.
+# Run in the instance build container with the venv's Python (3.9 and up: no newer syntax). It unpacks
+# the project into /workspace, snapshots it, runs pre-install.sh and install.sh there, checks the
+# imports from /, and copies what the install added or changed to the overlay.
 INSTANCE_BUILD = f'''\
-import hashlib, json, os, shutil, subprocess, sys
+import hashlib, json, os, shutil, subprocess, sys, tarfile
 
-WORK, STEPS, HERE, OVERLAY = "/workspace", "{INSTANCE_STEPS}", "/opt/harness/instance", "{OVERLAY}"
+WORK, HERE, OVERLAY = "/workspace", "{INSTANCE_DIR}", "{OVERLAY}"
 SKIP = {{".git", "__pycache__"}}
 
 
@@ -189,9 +177,9 @@ def top_level_names():
 
 
 def main():
-    for name in os.listdir(STEPS):
-        shutil.move(os.path.join(STEPS, name), os.path.join(HERE, name))
-    os.rmdir(STEPS)
+    with tarfile.open(os.path.join(HERE, "workspace.tar")) as tar:
+        tar.extractall(WORK)
+    os.unlink(os.path.join(HERE, "workspace.tar"))
     settings = json.load(open(os.path.join(HERE, "settings.json")))
     env = dict(os.environ, PIP_NO_INDEX="1", PIP_FIND_LINKS="{ENV_DIR}/wheels", PIP_NO_CACHE_DIR="1",
                PIP_DISABLE_PIP_VERSION_CHECK="1")
@@ -231,6 +219,11 @@ sys.exit(main())
 '''
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def instance_changes(env_vars: str, labels: dict[str, str]) -> list[str]:
+    """The instructions the instance build's commit applies: the test variables and the labels."""
+    return [line for line in (env_vars + label_line(labels)).splitlines() if line]
 
 
 def label_line(labels: dict[str, str]) -> str:

@@ -1,0 +1,84 @@
+"""The instance image: the environment image plus one committed layer holding only what the project's
+install changed outside /workspace (the venv's links to it) and the overlay of its install products.
+
+Not a `docker build`: each build step costs seconds on a slow storage driver and the project's files
+would be committed into a layer that no sandbox ever reads (its /workspace is a fresh tmpfs). Instead
+one hardened, network-less container of the environment image (the agent user, no capabilities, no new
+privileges, tmpfs /workspace, /tmp and /home/agent) gets the project as the sandbox packs it, runs the
+recipe's build script (`venv.INSTANCE_BUILD`) and is committed with the test variables and the labels
+as ENV and LABEL changes; the tmpfs mounts are not part of the commit.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import uuid
+from pathlib import Path
+
+import docker
+import docker.errors
+
+from harness.environments.errors import EnvironmentBuildError
+from harness.environments.venv import INSTANCE_DIR, VENV
+from sandbox import copy as copying
+from sandbox.reaper import owner_labels
+
+MAX_BYTES = 1 << 30          # the project as packed for the build, at most
+MAX_FILES = 200_000
+_TMPFS = "rw,exec,nosuid,nodev,uid=1000,gid=1000,mode=0755"
+
+
+def build_instance(client: docker.DockerClient, env_tag: str, tag: str, repo_dir: Path, files: dict[str, str],
+                   changes: list[str]) -> str:
+    """Commit `tag`: `env_tag` after the build script ran on `repo_dir` with the step `files`; returns
+    the build's output.
+
+    Raises:
+        EnvironmentBuildError: the build script failed (its output's tail in the message), or Docker did.
+    """
+    try:
+        packed = copying.pack_directory(repo_dir, MAX_BYTES, MAX_FILES)
+    except OSError as exc:
+        raise EnvironmentBuildError(f"packing {repo_dir} for the instance build failed: {exc}") from exc
+    session = f"envbuild-{uuid.uuid4().hex[:8]}"
+    try:
+        container = client.containers.create(
+            env_tag, command=["sleep", "infinity"], user="1000:1000", working_dir="/workspace",
+            network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"], pids_limit=4096,
+            tmpfs={"/workspace": f"{_TMPFS},size=4g", "/tmp": f"{_TMPFS},size=4g", "/home/agent": f"{_TMPFS},size=1g"},
+            init=True, labels={**owner_labels(session), "harness.kind": "envbuild"},
+            name=f"harness-{session}")
+    except docker.errors.APIError as exc:
+        raise EnvironmentBuildError(f"creating the build container of {tag} on {env_tag} failed: {exc}") from exc
+    try:
+        container.start()
+        if not container.put_archive(INSTANCE_DIR, _steps_tar(packed, files)):
+            raise EnvironmentBuildError(f"copying the project into the build container of {tag} failed")
+        code, output = container.exec_run([f"{VENV}/bin/python", f"{INSTANCE_DIR}/build.py"], user="1000:1000",
+                                          workdir="/workspace")
+        text = output.decode("utf-8", "replace") if isinstance(output, bytes) else str(output)
+        if code != 0:
+            tail = "\n".join(text.splitlines()[-60:])
+            raise EnvironmentBuildError(f"building {tag} on {env_tag} failed: the install step exited {code}:\n{tail}")
+        container.commit(repository=tag.partition(":")[0], tag=tag.partition(":")[2], changes=changes)
+        return text
+    except docker.errors.APIError as exc:
+        raise EnvironmentBuildError(f"building {tag} on {env_tag} failed: {exc}") from exc
+    finally:
+        try:
+            container.remove(force=True)
+        except docker.errors.NotFound:
+            pass
+
+
+def _steps_tar(packed: bytes, files: dict[str, str]) -> bytes:
+    """A tar of the step files and of the packed project as one member, workspace.tar (one file to write
+    on the container's filesystem; the build script unpacks it into the /workspace tmpfs)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:") as tar:
+        for name, data in [("workspace.tar", packed), *((n, t.encode()) for n, t in files.items())]:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.uid, info.gid = len(data), 0o644, 1000, 1000
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()

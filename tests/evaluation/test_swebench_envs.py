@@ -1,0 +1,174 @@
+"""Resolved environments on real SWE-bench sources: a venv environment image shared per recipe, a thin
+instance image per task whose install products reach the sandbox's /workspace, one real test of the
+project passing in it; a setup.py that never runs on the host; unsupported recipes said precisely."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from harness.core.sources import extract_tarball
+from harness.core.task import Environment, Task
+from harness.environments import EnvironmentBuildError, EnvironmentUnsupported, ensure_env_image
+from harness.environments.resolved import KIND_LABEL, ensure_environment_image, unsupported
+from harness.environments.venv import INSTALL_FAILED, env_lines
+from sandbox.api import SandboxSpec
+from sandbox.docker_sandbox import DockerSandbox
+from sandbox.images import BASE_LABEL, ensure_image
+
+SWEBENCH = Path(__file__).resolve().parents[3] / "shared" / "swebench"
+INSTALL = "python -m pip install -e ."
+
+
+@pytest.fixture(scope="module")
+def base39(docker_client: docker.DockerClient) -> str:
+    return ensure_image(python="3.9")
+
+
+def _source(instance_id: str, root: Path) -> Path:
+    dest = root / instance_id
+    extract_tarball(SWEBENCH / "repos" / f"{instance_id}.tar.gz", dest, root)
+    return dest
+
+
+def _task(instance_id: str, repo: Path, env: Environment, version: str, install: str = INSTALL) -> Task:
+    return Task(id=instance_id, problem_statement="", repo_dir=repo, python="3.9", install_cmd=install,
+                environment=env, extra={"version": version})
+
+
+@pytest.fixture
+def box(docker_client: docker.DockerClient) -> Iterator[object]:
+    opened: list[DockerSandbox] = []
+
+    def start(image: str, project: Path) -> DockerSandbox:
+        spec = SandboxSpec(image=image, session=f"test-{uuid.uuid4().hex[:8]}", project_dir=project,
+                           labels={"harness.test": "1"})
+        sandbox = DockerSandbox(spec)
+        opened.append(sandbox)
+        sandbox.start()
+        return sandbox
+
+    yield start
+    for sandbox in opened:
+        sandbox.close()
+
+
+def _timed(task: Task, base: str, client: docker.DockerClient) -> tuple[str, str, float, float]:
+    started = time.monotonic()
+    env_tag = ensure_environment_image(task, base, client=client)
+    middle = time.monotonic()
+    tag = ensure_env_image(task, base, client=client)
+    return env_tag, tag, middle - started, time.monotonic() - middle
+
+
+def test_django_instances_share_one_environment_and_run_their_tests(tmp_path, docker_client, base39, box):
+    repo = _source("django__django-11099", tmp_path)
+    env = Environment(key="django/django 3.0", python_requested="3.6", as_of="2019-03-20T03:46:18Z",
+                      test_env=(("DJANGO_TEST_MARK", 'a "quoted" $value'),))
+    first = _task("django__django-11099", repo, env, "3.0")
+    env_tag, tag, env_time, inst_time = _timed(first, base39, docker_client)
+    print(f"\ndjango 3.0: environment {env_tag} {env_time:.1f}s, instance {tag} {inst_time:.1f}s")
+
+    other = tmp_path / "other" / "django"
+    shutil.copytree(repo, other)
+    (other / "NOTE.txt").write_text("a second instance of the same version\n")
+    second = dataclasses.replace(first, id="django-second", repo_dir=other)
+    env_tag2, tag2, env_time2, inst_time2 = _timed(second, base39, docker_client)
+    print(f"second instance: environment {env_time2:.1f}s (reused), instance {inst_time2:.1f}s")
+    assert env_tag2 == env_tag and tag2 != tag
+    labels = docker_client.images.get(tag2).labels
+    assert labels[KIND_LABEL] == "instance" and labels[BASE_LABEL] == base39
+    assert docker_client.images.get(env_tag).labels[KIND_LABEL] == "environment"
+    env_layers = {layer["Id"] for layer in docker_client.images.get(env_tag).history()}
+    added = [layer for layer in docker_client.images.get(tag2).history() if layer["Id"] not in env_layers]
+    assert len(added) <= 8, added
+    print(f"instance layers over the environment: {len(added)}, {sum(la['Size'] for la in added) / 1e6:.1f} MB")
+
+    sandbox = box(tag, repo)
+    probe = sandbox.exec('cd / && python -c "import django, sys; print(django.__file__, sys.prefix)" && '
+                         'ls -d /workspace/Django.egg-info && echo "$DJANGO_TEST_MARK" && command -v pip', timeout=60)
+    assert probe.exit_code == 0, probe.stderr.text
+    assert probe.stdout.text.splitlines() == ["/workspace/django/__init__.py /opt/harness/venv",
+                                              "/workspace/Django.egg-info", 'a "quoted" $value', "/usr/local/bin/pip"]
+    run = sandbox.exec("./tests/runtests.py --settings=test_sqlite --parallel 1 basic", timeout=600)
+    assert run.exit_code == 0, run.stderr.text[-3000:]
+    assert "OK" in run.stderr.text
+
+
+def test_sympy_instance_runs_bin_test(tmp_path, docker_client, base39, box):
+    repo = _source("sympy__sympy-20590", tmp_path)
+    env = Environment(key="sympy/sympy 1.7", python_requested="3.9", pins=("mpmath>=0.19",),
+                      as_of="2020-12-12T18:18:38Z",
+                      test_env=(("PYTHONWARNINGS", "ignore::UserWarning,ignore::SyntaxWarning"),))
+    env_tag, tag, env_time, inst_time = _timed(_task("sympy__sympy-20590", repo, env, "1.7"), base39, docker_client)
+    print(f"\nsympy 1.7: environment {env_tag} {env_time:.1f}s, instance {tag} {inst_time:.1f}s")
+    sandbox = box(tag, repo)
+    probe = sandbox.exec("cd / && python -c 'import sympy, mpmath; print(sympy.__file__)' && "
+                         "ls -d /workspace/*.egg-info", timeout=120)
+    assert probe.exit_code == 0, probe.stderr.text
+    assert probe.stdout.text.split() == ["/workspace/sympy/__init__.py", "/workspace/sympy.egg-info"]
+    run = sandbox.exec("bin/test sympy/core/tests/test_basic.py", timeout=600)
+    assert run.exit_code == 0, run.stdout.text[-3000:]
+    assert "tests finished" in run.stdout.text and "failed" not in run.stdout.text.split("tests finished")[1]
+
+
+def _hostile(root: Path, marker: Path) -> Path:
+    (root / "hostile").mkdir(parents=True)
+    (root / "hostile" / "__init__.py").write_text("VALUE = 1\n")
+    (root / "setup.py").write_text(
+        "import os, pathlib\n"
+        f"os.makedirs({str(marker.parent)!r}, exist_ok=True)\n"
+        f"pathlib.Path({str(marker)!r}).write_text('setup.py ran')\n"
+        "pathlib.Path('ran-in-build.txt').write_text('setup.py ran here')\n"
+        "from setuptools import setup\n"
+        "setup(name='hostile', version='0.1', packages=['hostile'])\n")
+    return root
+
+
+def test_setup_py_runs_only_in_the_network_less_build_and_a_failed_install_is_a_build_error(
+        tmp_path, docker_client, base39, box):
+    marker = tmp_path / "host" / "marker.txt"
+    repo = _hostile(tmp_path / "hostile", marker)
+    env = Environment(key="hostile 0.1", python_requested="3.9", as_of="2024-01-01")
+    tag = ensure_env_image(_task("hostile", repo, env, "0.1"), base39, client=docker_client)
+    assert not marker.exists() and not marker.parent.exists()
+    sandbox = box(tag, repo)
+    probe = sandbox.exec("cat ran-in-build.txt; echo; ls -d hostile.egg-info; "
+                         "cd / && python -c 'import hostile; print(hostile.__file__)'", timeout=60)
+    assert probe.exit_code == 0, probe.stderr.text
+    assert probe.stdout.text.split("\n")[:3] == ["setup.py ran here", "hostile.egg-info",
+                                                 "/workspace/hostile/__init__.py"]
+    broken = _task("hostile-broken", repo, env, "0.1", install="echo 'cannot build this' >&2; exit 3")
+    with pytest.raises(EnvironmentBuildError) as caught:
+        ensure_env_image(broken, base39, client=docker_client)
+    assert not isinstance(caught.value, EnvironmentUnsupported)
+    assert INSTALL_FAILED in str(caught.value) and "cannot build this" in str(caught.value)
+
+
+def test_unsupported_recipes_say_what_is_missing(tmp_path):
+    env = Environment(key="k", python_requested="3.9", apt_packages=("libgdal-dev", "git"))
+    with pytest.raises(EnvironmentUnsupported, match=r"\['libgdal-dev'\]"):
+        unsupported("t", env)
+    with pytest.raises(EnvironmentUnsupported, match="no C compiler"):
+        unsupported("t", Environment(key="k", python_requested="3.9", compiled=True))
+    unsupported("t", Environment(key="k", python_requested="3.9", apt_packages=("git",)))   # control
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    stale = Environment(key="k", python_requested="3.9", pins=("mpmath==1.3.0",), as_of="2020-12-12")
+    with pytest.raises(EnvironmentUnsupported, match="mpmath"):
+        ensure_environment_image(_task("t", repo, stale, "1.7"), "unused", client=docker.from_env())
+
+
+def test_test_variables_are_checked_and_quoted():
+    assert env_lines((("A", 'x "y" $z \\ w'),), "t") == 'ENV A="x \\"y\\" \\$z \\\\ w"\n'
+    assert env_lines((), "t") == ""
+    with pytest.raises(EnvironmentBuildError, match="newlines") as caught:
+        env_lines((("B", "one\nRUN evil"), ("1X", "v")), "t")
+    assert "'1X' is not a plain variable name" in str(caught.value)
