@@ -26,6 +26,7 @@ from sandbox.reaper import owner_labels
 
 MAX_BYTES = 1 << 30          # the project as packed for the build, at most
 MAX_FILES = 200_000
+BUILD_TIMEOUT = 3600         # seconds the project's install and checks may take
 _TMPFS = "rw,exec,nosuid,nodev,uid=1000,gid=1000,mode=0755"
 
 
@@ -55,12 +56,13 @@ def build_instance(client: docker.DockerClient, env_tag: str, tag: str, repo_dir
         container.start()
         if not container.put_archive(INSTANCE_DIR, _steps_tar(packed, files)):
             raise EnvironmentBuildError(f"copying the project into the build container of {tag} failed")
-        code, output = container.exec_run([f"{VENV}/bin/python", f"{INSTANCE_DIR}/build.py"], user="1000:1000",
-                                          workdir="/workspace")
+        code, output = container.exec_run(["timeout", str(BUILD_TIMEOUT), f"{VENV}/bin/python",
+                                           f"{INSTANCE_DIR}/build.py"], user="1000:1000", workdir="/workspace")
         text = output.decode("utf-8", "replace") if isinstance(output, bytes) else str(output)
         if code != 0:
             tail = "\n".join(text.splitlines()[-60:])
-            raise EnvironmentBuildError(f"building {tag} on {env_tag} failed: the install step exited {code}:\n{tail}")
+            said = f"timed out after {BUILD_TIMEOUT}s" if code == 124 else f"exited {code}"
+            raise EnvironmentBuildError(f"building {tag} on {env_tag} failed: the install step {said}:\n{tail}")
         container.commit(repository=tag.partition(":")[0], tag=tag.partition(":")[2], changes=changes)
         return text
     except docker.errors.APIError as exc:
