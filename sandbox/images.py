@@ -276,20 +276,24 @@ def stale_images(client: docker.DockerClient, label: str | None = None) -> list[
 def prune(client: docker.DockerClient, dry_run: bool = False,
           label: str | None = None) -> tuple[list[str], list[str]]:
     """Remove `stale_images` (only those carrying `label`, if given); returns (removed, kept because a
-    container still uses them)."""
-    removed, in_use = [], []
-    for image_id, name in stale_images(client, label):
-        if dry_run:
-            removed.append(name)
-            continue
-        try:
-            for ref in list(client.images.get(image_id).tags) or [image_id]:
-                client.api.remove_image(ref, noprune=False)   # never forced: an image in use stays
-            removed.append(name)
-        except docker.errors.NotFound:
-            pass
-        except docker.errors.APIError as exc:
-            if exc.status_code != 409:
-                raise
-            in_use.append(name)
-    return removed, in_use
+    container still uses them). An image refused because of a stale image built on it (created in the
+    same second, so listed after it) is tried again once the others are gone."""
+    removed: list[str] = []
+    todo = stale_images(client, label)
+    if dry_run:
+        return [name for _, name in todo], []
+    for _ in range(2):
+        refused = []
+        for image_id, name in todo:
+            try:
+                for ref in list(client.images.get(image_id).tags) or [image_id]:
+                    client.api.remove_image(ref, noprune=False)   # never forced: an image in use stays
+                removed.append(name)
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as exc:
+                if exc.status_code != 409:
+                    raise
+                refused.append((image_id, name))
+        todo = refused
+    return removed, [name for _, name in todo]

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import docker
+import docker.errors
 import pytest
 
 from harness.core.sources import extract_tarball
@@ -21,7 +22,7 @@ from harness.environments.resolved import KIND_LABEL, ensure_environment_image, 
 from harness.environments.venv import INSTALL_FAILED, env_lines
 from sandbox.api import SandboxSpec
 from sandbox.docker_sandbox import DockerSandbox
-from sandbox.images import BASE_LABEL, ensure_image
+from sandbox.images import BASE_LABEL, ensure_image, prune
 
 SWEBENCH = Path(__file__).resolve().parents[3] / "shared" / "swebench"
 INSTALL = "python -m pip install -e ."
@@ -172,3 +173,28 @@ def test_test_variables_are_checked_and_quoted():
     with pytest.raises(EnvironmentBuildError, match="newlines") as caught:
         env_lines((("B", "one\nRUN evil"), ("1X", "v")), "t")
     assert "'1X' is not a plain variable name" in str(caught.value)
+
+
+def test_prune_removes_a_stale_environment_and_its_instance_images_in_one_pass(docker_client, base39):
+    gone, mark = "harness-sandbox:py3.9-debootstrap-000000000000", f"harness.prune-test={uuid.uuid4().hex[:8]}"
+    made, parent = [], base39
+    for kind, base in (("environment", gone), ("instance", gone), ("instance", base39)):
+        container = docker_client.containers.create(parent, ["true"], labels={"harness.test": "1"})
+        try:
+            tag = f"harness-env:prune-test-{uuid.uuid4().hex[:8]}"
+            container.commit(repository=tag.split(":")[0], tag=tag.split(":")[1], changes=[
+                f'LABEL harness.managed=true {mark} {BASE_LABEL}="{base}" {KIND_LABEL}={kind}'])
+        finally:
+            container.remove(force=True)
+        made.append(tag)
+        parent = made[0]
+    try:
+        removed, in_use = prune(docker_client, label=mark)
+        assert sorted(removed) == sorted(made[:2]) and in_use == []   # the instance of a current base stays
+        assert docker_client.images.get(made[2])
+    finally:
+        for tag in reversed(made):
+            try:
+                docker_client.images.remove(tag)
+            except docker.errors.NotFound:
+                pass
