@@ -153,6 +153,18 @@ def test_setup_py_runs_only_in_the_network_less_build_and_a_failed_install_is_a_
     assert INSTALL_FAILED in str(caught.value) and "cannot build this" in str(caught.value)
 
 
+def test_an_sdist_only_dependency_is_built_offline_and_installed(tmp_path, docker_client, base39, box):
+    repo = tmp_path / "needs-markupsafe"
+    (repo / "app").mkdir(parents=True)
+    (repo / "app" / "__init__.py").write_text("import markupsafe\n")
+    (repo / "requirements.txt").write_text("markupsafe==1.1.1\n")   # no wheel for 3.9: built from its sdist
+    env = Environment(key="markupsafe sdist", python_requested="3.9", as_of="2019-06-01")
+    tag = ensure_env_image(_task("sdist", repo, env, "0.1", install=""), base39, client=docker_client)
+    sandbox = box(tag, repo)
+    probe = sandbox.exec("python -c 'import app, markupsafe; print(markupsafe.__version__)'", timeout=60)
+    assert (probe.exit_code, probe.stdout.text.strip()) == (0, "1.1.1"), probe.stderr.text
+
+
 def test_unsupported_recipes_say_what_is_missing(tmp_path):
     env = Environment(key="k", python_requested="3.9", apt_packages=("libgdal-dev", "git"))
     with pytest.raises(EnvironmentUnsupported, match=r"\['libgdal-dev'\]"):
