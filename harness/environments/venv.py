@@ -133,7 +133,7 @@ bash {ENV_DIR}/link-scripts.sh
 # the project into /workspace, snapshots it, runs pre-install.sh and install.sh there, checks the
 # imports from /, and copies what the install added or changed to the overlay.
 INSTANCE_BUILD = f'''\
-import hashlib, json, os, shutil, subprocess, sys, tarfile
+import hashlib, json, os, shutil, subprocess, sys
 
 WORK, HERE, OVERLAY = "/workspace", "{INSTANCE_DIR}", "{OVERLAY}"
 SKIP = {{".git", "__pycache__"}}
@@ -177,8 +177,7 @@ def top_level_names():
 
 
 def main():
-    with tarfile.open(os.path.join(HERE, "workspace.tar")) as tar:
-        tar.extractall(WORK)
+    subprocess.check_call(["tar", "-xf", os.path.join(HERE, "workspace.tar"), "-C", WORK])
     os.unlink(os.path.join(HERE, "workspace.tar"))
     settings = json.load(open(os.path.join(HERE, "settings.json")))
     env = dict(os.environ, PIP_NO_INDEX="1", PIP_FIND_LINKS="{ENV_DIR}/wheels", PIP_NO_CACHE_DIR="1",
