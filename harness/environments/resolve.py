@@ -63,7 +63,8 @@ from harness.errors import TaskError, UnsafePathError
 from sandbox.api import Progress, quiet
 
 INDEX_URL = "https://pypi.org/simple"
-CACHE_VERSION = "1"        # bump when the cached result's meaning changes
+CACHE_VERSION = "2"        # bump when the cached result's meaning changes
+PIN_CUTOFF = "2100-01-01T00:00:00Z"   # the per-package cutoff of an exact pin: any upload date
 UV_MAX_GLIBC = 40          # the newest manylinux_2_N that uv's --python-platform names
 MAX_ROUNDS = 40            # uv runs; each names one or two source-only packages to stand in for
 STANDINS_PER_NAMING = 3    # source-only releases of a package given a stand-in each time uv names it
@@ -385,10 +386,17 @@ def resolve_tree(root: Path, python: str, as_of: datetime | date | str, *, pins:
 
 
 def resolve(requirements: Sequence[str], python: str, as_of: datetime | date | str, *,
-            pins: Sequence[str] = (), runner: Runner | None = None, index_url: str = INDEX_URL,
-            cache: Path | None = None, progress: Progress = quiet) -> Resolution:
+            pins: Sequence[str] = (), forward: Collection[str] = (), leave_out: Collection[str] = (),
+            runner: Runner | None = None,
+            index_url: str = INDEX_URL, cache: Path | None = None, progress: Progress = quiet) -> Resolution:
     """Exact pins for `requirements` plus `pins` (which override any other range for their package) on a
     Linux CPython `python`, from releases uploaded before `as_of` (a date means the end of that UTC day).
+    An exact pin (``name==1.2``) is taken whatever its date: a specification may pin a release newer
+    than the instance. A package of `forward` that has no wheel for the target before `as_of` takes its
+    first release that has one (uploaded later) instead of a source-only stand-in: for sdists that do
+    not build offline (C extensions: numpy, Pillow, cffi of before the interpreter existed). A package
+    of `leave_out` is not installed at all, whoever requires it (for optional test dependencies that
+    never had a wheel for the target and do not build offline).
     The same inputs give the result cached under `cache` (default cache_dir()/resolutions) without uv.
 
     Raises:
@@ -401,14 +409,16 @@ def resolve(requirements: Sequence[str], python: str, as_of: datetime | date | s
         raise ResolveError(f"Python {python!r} has no target here; expected one of {sorted(GLIBC_MINOR)}, e.g. \"3.9\"")
     cutoff = exclude_newer(as_of)
     plat = f"{platform.machine()}-manylinux_2_{min(GLIBC_MINOR[python], UV_MAX_GLIBC)}"
-    key = hashlib.sha256(json.dumps([CACHE_VERSION, sorted(reqs), sorted(given), python, plat, cutoff, index_url])
-                         .encode()).hexdigest()[:24]
+    ahead = sorted({canonicalize_name(n) for n in forward})
+    dropped = sorted({canonicalize_name(n) for n in leave_out})
+    key = hashlib.sha256(json.dumps([CACHE_VERSION, sorted(reqs), sorted(given), python, plat, cutoff, index_url,
+                                     ahead, dropped]).encode()).hexdigest()[:24]
     path = checks.private_dir(cache if cache is not None else cache_dir() / "resolutions") / f"{key}.json"
     hit = _load(path)
     if hit is not None:
         return hit
     progress(f"resolving {len(reqs) + len(given)} requirement(s) for Python {python} as of {cutoff} with uv")
-    result = _Resolver(reqs, given, python, plat, cutoff, index_url, runner or run_uv, progress).run()
+    result = _Resolver(reqs, given, python, plat, cutoff, index_url, runner or run_uv, progress, ahead, dropped).run()
     checks.write_file(path, json.dumps(asdict(result), indent=1) + "\n")
     return result
 
@@ -468,9 +478,15 @@ class _Resolver:
     """uv runs until it resolves, each adding stand-in wheels for the source-only packages it named."""
 
     def __init__(self, reqs: list[str], given: list[str], python: str, plat: str, cutoff: str,
-                 index_url: str, runner: Runner, progress: Progress) -> None:
+                 index_url: str, runner: Runner, progress: Progress, forward: Collection[str] = (),
+                 leave_out: Collection[str] = ()) -> None:
         self.reqs, self.given, self.python, self.plat = reqs, given, python, plat
         self.cutoff, self.index_url, self.runner, self.progress = cutoff, index_url, runner, progress
+        self.forward = set(forward)
+        self.leave_out = sorted(leave_out)
+        # per-package cutoffs: exact pins whatever their date, forward packages up to their first wheel
+        self.later: dict[str, str] = {_split_pin(p)[0]: PIN_CUTOFF for p in given
+                                      if re.fullmatch(r"[A-Za-z0-9._-]+==[^,;\s*]+", p.strip())}
         self.standins: dict[tuple[str, str], SdistOnly] = {}
         self.offered: dict[str, list[tuple[Version, dict[str, Any]]]] = {}   # name: its source-only releases
         self.tags = target_tags(python)
@@ -479,21 +495,28 @@ class _Resolver:
         return [uv_binary(), "pip", "compile", "-", "--no-config", "--no-build", "--no-python-downloads",
                 "--exclude-newer", self.cutoff, "--python-version", self.python, "--python-platform", self.plat,
                 "--index-url", self.index_url, "--find-links", str(work / "standins"),
-                "--overrides", str(work / "overrides.txt"), "--no-header", "--no-annotate", "--color", "never"]
+                "--overrides", str(work / "overrides.txt"), "--no-header", "--no-annotate", "--color", "never",
+                *[arg for name in sorted(self.later) for arg in ("--exclude-newer-package",
+                                                                  f"{name}={self.later[name]}")]]
 
     def run(self) -> Resolution:
         with tempfile.TemporaryDirectory(prefix="harness-resolve-") as tmp:
             work = Path(tmp)
             (work / "standins").mkdir()
-            (work / "overrides.txt").write_text("".join(p + "\n" for p in self.given))
-            cmd = self.command(work)
+            # an override whose marker never holds removes the package from every requirer (uv's overrides)
+            never = [f"{name} ; python_version < '0'" for name in self.leave_out]
+            (work / "overrides.txt").write_text("".join(p + "\n" for p in [*self.given, *never]))
             for _ in range(MAX_ROUNDS):
-                proc = self.runner(cmd, "".join(r + "\n" for r in [*self.reqs, *self.given]), work)
+                cmd = self.command(work)
+                wanted = [r for r in [*self.reqs, *self.given]
+                          if canonicalize_name(Requirement(r).name) not in self.leave_out]
+                proc = self.runner(cmd, "".join(r + "\n" for r in wanted), work)
                 if proc.returncode == 0:
                     return self.result(proc.stdout, [c.replace(str(work), "$WORK") for c in cmd])
                 named = sorted(set(re.findall(r"Wheels are required for `([^`]+)`", proc.stderr)))
-                added = [s for name in named for s in self.next_standins(name)]
-                if not added:
+                ahead = [name for name in named if self.take_first_wheel(name)]
+                added = [s for name in named if name not in ahead for s in self.next_standins(name)]
+                if not added and not ahead:
                     raise self.failure(proc.stderr)
                 for sdist, requires, python_req in added:
                     _standin(work / "standins", sdist, requires, python_req)
@@ -513,6 +536,23 @@ class _Resolver:
             f"uv found no versions of {self.reqs + self.given} for Python {self.python} ({self.plat}) among releases "
             f"uploaded before {self.cutoff} that have a wheel or a readable sdist; it said:\n{said}\n"
             "Expected a resolvable set: pin the package uv names to a version of that time, or move the date", said)
+
+    def take_first_wheel(self, name: str) -> bool:
+        """For a `forward` package: let uv see its releases up to the day of its first one with a wheel
+        for the target; False when it is not forward, already moved, or never had such a wheel."""
+        key = canonicalize_name(name)
+        if key not in self.forward or key in self.later:
+            return False
+        dated = [(v, str(f.get("upload-time", ""))) for f in _index_files(self.index_url, name)
+                 if not f.get("yanked") and self._usable_wheel(str(f.get("filename", "")))
+                 and (v := _file_version(str(f["filename"]))) is not None and not v.is_prerelease]
+        if not dated or not min(dated)[1][:10]:
+            return False
+        version, uploaded = min(dated)
+        self.later[key] = exclude_newer(uploaded[:10])
+        self.progress(f"resolve: {name} has no wheel for Python {self.python} before {self.cutoff[:10]}; taking "
+                      f"its first release with one, {version} ({uploaded[:10]})")
+        return True
 
     def next_standins(self, name: str) -> list[tuple[SdistOnly, list[str], str]]:
         """The next STANDINS_PER_NAMING of `name`'s source-only releases (newest first, up to

@@ -26,13 +26,16 @@ import tempfile
 import threading
 import time
 import tomllib
+from collections.abc import Collection, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
 import docker
 
+from harness import checks
+from harness.core.sources import cache_dir
 from harness.core.task import Environment, Task
-from harness.environments.errors import EnvironmentBuildError, EnvironmentUnsupported
+from harness.environments.errors import EnvironmentBuildError, EnvironmentUnsupported, SdistsDidNotBuild
 from harness.environments.instance import build_instance
 from harness.environments.resolve import ResolveError, SdistOnly, exclude_newer, read_declarations, resolve
 from harness.environments.venv import (
@@ -95,8 +98,58 @@ def ensure_environment_image(task: Task, base_image: str, *, client: docker.Dock
     if env is None:
         raise EnvironmentBuildError(f"task {task.id} has no resolved environment (Task.environment is None)")
     unsupported(task.id, env)
+    forward: set[str] = set()
+    leave_out: set[str] = set()
     pins, sdists, toolchain = resolved_pins(task, env, progress)
-    return ensure_environment(task, env, base_image, pins, sdists, toolchain, client=client, progress=progress)
+    known = {_name(s.name) for s in sdists} & failed_sdists(task.python)
+    if known:          # they did not build before: take their first releases with a wheel straight away
+        forward |= known
+        pins, sdists, toolchain = resolved_pins(task, env, progress, forward=forward)
+    for _ in range(3):
+        try:
+            return ensure_environment(task, env, base_image, pins, sdists, toolchain, client=client,
+                                      progress=progress)
+        except SdistsDidNotBuild as exc:
+            remember_failed_sdists(task.python, exc.packages)
+            again = exc.packages & forward         # no later release with a wheel helped: leave them out
+            if again & pinned_packages(env):       # the official recipe pins it: it cannot be left out
+                raise
+            forward |= exc.packages - again
+            leave_out |= again
+            progress(f"{task.id}: {sorted(exc.packages)} did not build offline; resolving again "
+                     + (f"with the first releases of {sorted(exc.packages - again)} that have a wheel for Python "
+                        f"{task.python}" if exc.packages - again else "")
+                     + (f"; leaving out {sorted(again)} (optional test dependencies)" if again else ""))
+            pins, sdists, toolchain = resolved_pins(task, env, progress, forward=forward, leave_out=leave_out)
+    raise EnvironmentUnsupported(task.id, f"source-only releases still do not build offline after taking later "
+                                          f"releases of {sorted(forward)} and leaving out {sorted(leave_out)}")
+
+
+def pinned_packages(env: Environment) -> set[str]:
+    """The packages the specification itself requires; any other one that never builds offline may be
+    left out (an optional test dependency such as pywatchman; if the project needed it, its install or
+    import check fails loudly)."""
+    return {_name(p) for p in env.pins}
+
+
+def failed_sdists(python: str) -> set[str]:
+    """Project names whose source-only releases did not build offline for `python` before (remembered
+    in the cache so that a later environment does not try again)."""
+    try:
+        data = json.loads((cache_dir() / "resolutions" / "failed-sdists.json").read_text())
+        return {str(n) for n in data.get(python, [])}
+    except (OSError, ValueError, AttributeError):
+        return set()
+
+
+def remember_failed_sdists(python: str, names: Iterable[str]) -> None:
+    path = checks.private_dir(cache_dir() / "resolutions") / "failed-sdists.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        data = {}
+    data[python] = sorted(set(data.get(python, [])) | set(names))
+    checks.write_file(path, json.dumps(data, indent=1) + "\n")
 
 
 def unsupported(task_id: str, env: Environment) -> None:
@@ -110,7 +163,8 @@ def unsupported(task_id: str, env: Environment) -> None:
                                               "has no C compiler (gcc)")
 
 
-def resolved_pins(task: Task, env: Environment, progress: Progress) -> tuple[list[str], list[SdistOnly], list[str]]:
+def resolved_pins(task: Task, env: Environment, progress: Progress, forward: Collection[str] = (),
+                  leave_out: Collection[str] = ()) -> tuple[list[str], list[SdistOnly], list[str]]:
     """(the project's pins without the toolchain, its sdist-only pins, the toolchain pins).
 
     The toolchain is resolved as of the task's date or the interpreter's floor (`TOOLCHAIN_FLOOR`),
@@ -131,7 +185,8 @@ def resolved_pins(task: Task, env: Environment, progress: Progress) -> tuple[lis
         tools = resolve(list(TOOLCHAIN), task.python, cutoff, pins=ranges, progress=progress).pins
         if not requirements and not env.pins:
             return [], [], sorted(exact.get(_name(p), p) for p in tools if _name(p) in TOOLCHAIN)
-        result = resolve(requirements, task.python, as_of, pins=env.pins, progress=progress)
+        result = resolve(requirements, task.python, as_of, pins=env.pins, forward=forward, leave_out=leave_out,
+                         progress=progress)
     except ResolveError as exc:
         raise EnvironmentUnsupported(task.id, f"the dependencies do not resolve offline-ready: {exc}") from exc
     toolchain = sorted(exact.get(_name(p), p) for p in tools if _name(p) in TOOLCHAIN)
@@ -205,9 +260,10 @@ def ensure_environment(task: Task, env: Environment, base_image: str, pins: list
             except ImageError as exc:
                 if FAILED_SDISTS in str(exc):
                     names = str(exc).split(FAILED_SDISTS, 1)[1].splitlines()[0].split()
-                    raise EnvironmentUnsupported(task.id, f"sdist(s) {names} did not build into wheels offline "
-                                                          f"(no C compiler in the image, or a build dependency "
-                                                          f"missing): {exc}") from exc
+                    packages = frozenset(_name(s.name) for s in sdists if s.filename in names)
+                    raise SdistsDidNotBuild(task.id, f"sdist(s) {names} did not build into wheels offline "
+                                                     f"(no C compiler in the image, or a build dependency "
+                                                     f"missing): {exc}", packages) from exc
                 raise EnvironmentBuildError(str(exc)) from exc
         progress(f"built {tag} in {time.monotonic() - started:.1f}s")
         return tag

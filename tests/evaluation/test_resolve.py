@@ -276,3 +276,21 @@ def test_an_sdist_declaring_a_url_dependency_is_refused(tmp_path: Path) -> None:
         with pytest.raises(ResolveError, match="a direct reference"):
             resolve(["sneaky"], "3.11", "2019-06-01", index_url=simple, cache=tmp_path)
         assert index.count("/other-1.0.tar.gz") == 0
+
+
+def test_an_exact_pin_is_taken_whatever_its_date(tmp_path: Path) -> None:
+    # sympy's specification pins mpmath 1.3.0 (2023) for instances of 2020: the pin is not cut off by date
+    result = resolve(["sympy==1.7"], "3.9", "2020-12-12", pins=["mpmath==1.3.0"], cache=tmp_path)
+    assert "mpmath==1.3.0" in result.pins and "sympy==1.7" in result.pins
+    with pytest.raises(ResolveError):      # control: the same release as a range is cut off by the date
+        resolve(["mpmath>=1.3"], "3.9", "2020-12-12", cache=tmp_path)
+
+
+def test_a_forward_package_takes_its_first_release_with_a_wheel_instead_of_an_sdist(tmp_path: Path) -> None:
+    # numpy of March 2019 has no wheel for Python 3.9; its first one is 1.19.3 (October 2020)
+    said: list[str] = []
+    ahead = resolve(["numpy"], "3.9", "2019-03-20", forward=["numpy"], cache=tmp_path, progress=said.append)
+    assert ahead.pins == ("numpy==1.19.3",) and ahead.sdist_only == ()
+    assert any("first release with one, 1.19.3" in s for s in said), said
+    standing_in = resolve(["numpy"], "3.9", "2019-03-20", cache=tmp_path)      # control: without forward
+    assert [s.name for s in standing_in.sdist_only] == ["numpy"] and standing_in.pins != ahead.pins
