@@ -27,6 +27,7 @@ import sys
 import urllib.parse
 import urllib.request
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -100,14 +101,21 @@ def build_wheelhouse(requirements: list[str], python: str, progress: Progress, *
         WheelhouseError: a requirement or dependency was refused, or pip could not download a wheel.
     """
     wanted = checked(requirements, python, direct_references=direct_references)
-    key = hashlib.sha256(f"{python}\n{platform.machine()}\n".encode() + "\n".join(sorted(wanted)).encode())
+    return _cached_folder(f"{python}\n{platform.machine()}\n", sorted(wanted), lambda dest: download_wheels(
+        wanted, python, dest, pip_flags(python), progress, direct_references=direct_references))
+
+
+def _cached_folder(prefix: str, wanted: list[str], fill: Callable[[Path], None]) -> Path:
+    """The wheel folder for `wanted` under cache_dir()/wheels, named by a hash of `prefix` and `wanted`
+    and filled by `fill` once (marked complete last; a failed fill leaves nothing behind)."""
+    key = hashlib.sha256(prefix.encode() + "\n".join(wanted).encode())
     dest = cache_dir() / "wheels" / key.hexdigest()[:16]
     if (dest / ".complete").is_file():
         return dest
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     try:
-        download_wheels(wanted, python, dest, pip_flags(python), progress, direct_references=direct_references)
+        fill(dest)
     except WheelhouseError:
         shutil.rmtree(dest, ignore_errors=True)
         raise
@@ -124,19 +132,8 @@ def pinned_wheelhouse(pins: list[str], python: str, progress: Progress) -> Path:
         WheelhouseError: a pin is refused, or pip could not download one of the wheels.
     """
     wanted = sorted(checked(pins, python))
-    key = hashlib.sha256(f"pinned\n{python}\n{platform.machine()}\n".encode() + "\n".join(wanted).encode())
-    dest = cache_dir() / "wheels" / key.hexdigest()[:16]
-    if (dest / ".complete").is_file():
-        return dest
-    shutil.rmtree(dest, ignore_errors=True)
-    dest.mkdir(parents=True)
-    try:
-        _download(wanted, python, dest, pip_flags(python), progress)
-    except WheelhouseError:
-        shutil.rmtree(dest, ignore_errors=True)
-        raise
-    (dest / ".complete").write_text("\n".join(wanted) + "\n")
-    return dest
+    return _cached_folder(f"pinned\n{python}\n{platform.machine()}\n", wanted,
+                          lambda dest: _download(wanted, python, dest, pip_flags(python), progress))
 
 
 def download_sdist(url: str, filename: str, sha256: str, dest: Path, progress: Progress) -> Path:
