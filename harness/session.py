@@ -44,7 +44,7 @@ from sandbox.api import ExecResult, Progress, SandboxSpec, quiet
 from sandbox.docker_sandbox import DockerSandbox
 from sandbox.text import safe_json
 
-SessionProgress = Callable[["StepEvent | str"], None]
+SessionProgress = Callable[[StepEvent | str], None]
 
 
 @dataclass(frozen=True)
