@@ -85,13 +85,15 @@ def test_instance_problems_are_listed_with_what_is_expected(tmp_path):
     assert "FAIL_TO_PASS is empty" in message
 
 
-def test_missing_source_names_the_files_it_looked_for(tmp_path):
+def test_missing_source_names_the_files_it_looked_for(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     jsonl, _ = _export(tmp_path)
     (tmp_path / "empty").mkdir()
     with pytest.raises(TaskError, match=r"no source for instance cart in .*expected .*cart.tar.gz or a git clone"):
         load_instances(jsonl, tmp_path / "empty", ["cart"])
-    with pytest.raises(TaskError, match=r"needs its source: pass --repos DIR holding cart.tar.gz"):
-        load_instances(jsonl, None, ["cart"])
+    # without --repos the repository is cloned; one that cannot be reached says where else to look
+    with pytest.raises(TaskError, match=r"(?s)could not get the source of local/cart from file://.*--repos DIR"):
+        load_instances(jsonl, None, ["cart"], url_template=f"file://{tmp_path}/nowhere/{{repo}}.git")
     with pytest.raises(TaskError, match=r"--instance-ids \['nope'\] are not in"):
         load_instances(jsonl, tmp_path / "repos", ["nope"])
 
