@@ -174,7 +174,8 @@ def test_unsupported_recipes_say_what_is_missing(tmp_path):
     unsupported("t", Environment(key="k", python_requested="3.9", apt_packages=("git",)))   # control
     repo = tmp_path / "repo"
     repo.mkdir()
-    stale = Environment(key="k", python_requested="3.9", pins=("mpmath==1.3.0",), as_of="2020-12-12")
+    # a resolution that fails (no such release) is unsupported, with uv's words
+    stale = Environment(key="k", python_requested="3.9", pins=("mpmath==99.0",), as_of="2020-12-12")
     with pytest.raises(EnvironmentUnsupported, match="mpmath"):
         ensure_environment_image(_task("t", repo, stale, "1.7"), "unused", client=docker.from_env())
 
