@@ -78,7 +78,10 @@ def test_ctrl_c_removes_every_container_and_resume_finishes_the_run(tmp_path, do
     cmd = [sys.executable, "-m", "harness.cli.main", "eval", str(TASKS / "wordcount"), str(TASKS / "cart"),
            str(TASKS / "envconfig"), "--model", "gold", "--workers", "2", "--out", str(out),
            "--label", "harness.test=1", "--label", f"eval.test.run={label}"]
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Ctrl-C as a terminal sends it: the child starts with SIGINT at its default even when this suite
+    # runs as a background job (which inherits SIGINT ignored, and a Python child would then ignore it)
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 300
     while not _containers(docker_client, label) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)

@@ -28,7 +28,9 @@ def _eval(out: Path, *extra: str, prelude: str = "") -> subprocess.Popen[str]:
     code = f"import sys; {prelude}from harness.cli.main import main; sys.exit(main())"
     cmd = [sys.executable, "-c", code, "eval", *TASKS, "--model", "gold", "--out", str(out),
            "--label", "harness.test=1", "--json", *extra]
-    return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT at its default in the child, as under a terminal, even when the suite runs as a background job
+    return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _finish(proc: subprocess.Popen[str], timeout: float = 900) -> tuple[int, dict[str, Any], str]:
