@@ -13,7 +13,9 @@ HARNESS = str(REPO / ".venv" / "bin" / "harness")
 
 
 def _sandboxes_of(docker_client, pid: int) -> list[str]:
-    return [c.name for c in docker_client.containers.list(all=True, filters={"label": f"harness.pid={pid}"})]
+    # the low-level list never inspects, so a container removed between listing and reading cannot fail it
+    found = docker_client.api.containers(all=True, filters={"label": f"harness.pid={pid}"})
+    return [(c.get("Names") or [c["Id"]])[0].lstrip("/") for c in found]
 
 
 def test_sigterm_during_a_command_removes_the_sandbox_and_exits_130(docker_client, sandbox_image: str) -> None:
