@@ -1,0 +1,237 @@
+"""Which of an operator's files go into the sandbox when the harness repairs a repository in place.
+
+Only the project's files go in, as the operator sees them:
+
+- in a git checkout, the files git tracks plus the untracked files it does not ignore (uncommitted
+  changes included, deleted files left out), from `git ls-files`;
+- outside git, every file except the usual caches, environments and build outputs (`SKIP_DIRS`, and
+  any folder holding a `pyvenv.cfg`, whatever its name);
+- in both, files that look like secrets (`.env`, keys, credentials files; `looks_secret`) are left out
+  unless an `include` pattern names them, and symbolic links that lead out of the project are left out;
+- caps on file count and total size, refused with the biggest offenders named.
+
+`select_files` only reads; `stage` copies a selection into a fresh folder that the sandbox is then
+given, never following a link and never writing outside that folder. The operator's checkout is never
+modified here.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import shutil
+import stat
+import subprocess
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from harness.core.sources import MAX_SOURCE_BYTES, MAX_SOURCE_FILES
+from harness.errors import TaskError
+
+SKIP_DIRS = frozenset({
+    ".git", ".hg", ".svn", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis",
+    ".venv", "venv", ".tox", ".nox", "node_modules", ".eggs", "build", "dist", "htmlcov", ".ipynb_checkpoints",
+    ".cache", ".idea", ".vscode",
+})
+"""Folders left out of a project outside git: caches, environments, build outputs, editor state."""
+SKIP_FILES = ("*.pyc", "*.pyo", ".coverage", ".coverage.*", ".DS_Store")
+"""Files left out of a project outside git."""
+
+SECRET_FILES = (
+    ".env", ".env.*", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore", "*.kdbx", "id_rsa", "id_dsa",
+    "id_ecdsa", "id_ed25519", ".netrc", ".pypirc", ".npmrc", ".git-credentials", ".htpasswd", "credentials",
+    "credentials.*", "*.credentials", "secrets.json", "secrets.yaml", "secrets.yml", "secrets.toml",
+    "secrets.env", "service-account*.json",
+)
+"""File names (matched case-insensitively) that look like secrets: left out unless included by name."""
+SECRET_TEMPLATES = (".env.example", ".env.sample", ".env.template", ".env.dist")
+"""Committed templates of secret files, which hold no secret: these go in."""
+SECRET_DIRS = frozenset({".ssh", ".aws", ".gnupg", ".azure", ".kube", ".docker"})
+"""Folders whose every file is left out as a secret."""
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A file of the project that did not go in, and why ("looks like a secret", ...)."""
+
+    path: str
+    why: str
+
+
+@dataclass
+class ProjectFiles:
+    """What goes into the sandbox from `root`: `files` (relative POSIX paths, sorted), how they were
+    chosen (`mode`: "git" or "folder"), what was left out and why, and the size of what goes in."""
+
+    root: Path
+    mode: str
+    files: list[str]
+    left_out: list[LeftOut] = field(default_factory=list)
+    skipped_dirs: list[str] = field(default_factory=list)
+    total_bytes: int = 0
+
+    def secrets(self) -> list[str]:
+        return [item.path for item in self.left_out if item.why == "looks like a secret"]
+
+
+def looks_secret(path: str) -> bool:
+    """Whether the relative path `path` names a file that looks like a secret."""
+    parts = PurePosixPath(path).parts
+    name = parts[-1].lower()
+    if any(part.lower() in SECRET_DIRS for part in parts[:-1]):
+        return True
+    if name in SECRET_TEMPLATES:
+        return False
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in SECRET_FILES)
+
+
+def included(path: str, include: tuple[str, ...]) -> bool:
+    """Whether an `--include` pattern names `path`: the relative path itself or a glob over it or over
+    its file name (`config/.env`, `.env`, `*.pem`)."""
+    name = PurePosixPath(path).name
+    return any(fnmatch.fnmatchcase(path, p) or fnmatch.fnmatchcase(name, p) for p in include)
+
+
+def select_files(root: Path, include: tuple[str, ...] = (), *, max_files: int = MAX_SOURCE_FILES,
+                 max_bytes: int = MAX_SOURCE_BYTES) -> ProjectFiles:
+    """The files of the project at `root` that go into the sandbox (see the module's docstring).
+
+    Raises:
+        TaskError: `root` is not a folder, git failed on a checkout, or the selection is over a cap
+            (the message names the biggest folders and files).
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise TaskError(f"--repo {str(root)!r} is not a folder; pass the project's folder, a git checkout or "
+                        "any folder of files, e.g. --repo ~/code/shop")
+    root = root.resolve()
+    listed = _git_files(root)
+    project = ProjectFiles(root, "git", []) if listed is not None else ProjectFiles(root, "folder", [])
+    candidates = listed if listed is not None else _folder_files(root, project)
+    for rel in candidates:
+        _consider(project, rel, include)
+    project.files.sort()
+    _check_caps(project, max_files, max_bytes)
+    return project
+
+
+def _git_files(root: Path) -> list[str] | None:
+    """The paths under `root` that git tracks or would track, or None when `root` is not in a checkout."""
+    probe = subprocess.run(["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0 or probe.stdout.strip() != "true":
+        return None
+    listed = subprocess.run(["git", "-C", str(root), "-c", "core.quotePath=false", "ls-files", "-z", "--cached",
+                             "--others", "--exclude-standard", "--deduplicate"], capture_output=True)
+    if listed.returncode != 0:
+        raise TaskError(f"git could not list the files of {str(root)!r}: "
+                        f"{listed.stderr.decode('utf-8', 'replace').strip()[:500]}")
+    return [p for p in listed.stdout.decode("utf-8", "surrogateescape").split("\0") if p]
+
+
+def _folder_files(root: Path, project: ProjectFiles) -> list[str]:
+    found = []
+    for top, dirs, names in os.walk(root, followlinks=False):
+        kept = []
+        for d in sorted(dirs):
+            full = os.path.join(top, d)
+            rel = os.path.relpath(full, root)
+            if os.path.islink(full):
+                found.append(rel)                    # a link to a folder: judged as a link
+            elif d in SKIP_DIRS or d.endswith(".egg-info") or os.path.isfile(os.path.join(full, "pyvenv.cfg")):
+                project.skipped_dirs.append(rel)
+            else:
+                kept.append(d)
+        dirs[:] = kept
+        for name in sorted(names):
+            if not any(fnmatch.fnmatchcase(name, p) for p in SKIP_FILES):
+                found.append(os.path.relpath(os.path.join(top, name), root))
+    return found
+
+
+def _consider(project: ProjectFiles, rel: str, include: tuple[str, ...]) -> None:
+    full = project.root / rel
+    try:
+        mode = os.lstat(full).st_mode
+    except FileNotFoundError:
+        return                                       # tracked but deleted in the working tree
+    if stat.S_ISDIR(mode):
+        project.left_out.append(LeftOut(rel, "a git submodule (its files are not copied)"))
+        return
+    if looks_secret(rel) and not included(rel, include):
+        project.left_out.append(LeftOut(rel, "looks like a secret"))
+        return
+    if stat.S_ISLNK(mode):
+        if not _link_stays_inside(project.root, rel):
+            project.left_out.append(LeftOut(rel, "a symbolic link that leads out of the project"))
+            return
+    elif not stat.S_ISREG(mode):
+        project.left_out.append(LeftOut(rel, "not a regular file (a socket, fifo or device)"))
+        return
+    else:
+        project.total_bytes += os.lstat(full).st_size
+    project.files.append(PurePosixPath(*Path(rel).parts).as_posix())
+
+
+def _link_stays_inside(root: Path, rel: str) -> bool:
+    target = os.readlink(root / rel)
+    if os.path.isabs(target):
+        return False
+    resolved = os.path.normpath(os.path.join(os.path.dirname(rel), target))
+    return resolved != ".." and not resolved.startswith("../") and resolved != "."
+
+
+def _check_caps(project: ProjectFiles, max_files: int, max_bytes: int) -> None:
+    if len(project.files) <= max_files and project.total_bytes <= max_bytes:
+        return
+    by_dir: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    sizes = []
+    for rel in project.files:
+        size = os.lstat(project.root / rel).st_size
+        top = PurePosixPath(rel).parts[0] if "/" in rel else "."
+        by_dir[top][0] += 1
+        by_dir[top][1] += size
+        sizes.append((size, rel))
+    folders = sorted(by_dir.items(), key=lambda kv: (-kv[1][1], -kv[1][0]))[:5]
+    biggest = sorted(sizes, reverse=True)[:5]
+    raise TaskError(
+        f"{project.root} has {len(project.files)} files and {project.total_bytes} bytes to copy, over the cap of "
+        f"{max_files} files and {max_bytes} bytes. Biggest folders: "
+        + ", ".join(f"{d} ({n} files, {b} bytes)" for d, (n, b) in folders)
+        + "; biggest files: " + ", ".join(f"{rel} ({size} bytes)" for size, rel in biggest)
+        + ". Add what should not go in to .gitignore (in a git checkout) or point --repo at the project's "
+          "own folder, e.g. --repo ~/code/shop/backend")
+
+
+def stage(project: ProjectFiles, dest: Path) -> Path:
+    """Copy the selection into `dest` (which must not exist), never following a link; returns `dest`.
+
+    Regular files keep their executable bit; links (already checked to stay inside) are recreated.
+
+    Raises:
+        TaskError: `dest` exists, or a file changed into something else while it was copied.
+    """
+    dest = Path(dest)
+    try:
+        dest.mkdir(mode=0o700, parents=False)
+    except FileExistsError:
+        raise TaskError(f"the staging folder {dest} already exists; it must be new") from None
+    for rel in project.files:
+        source = project.root / rel
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        mode = os.lstat(source).st_mode
+        if stat.S_ISLNK(mode):
+            os.symlink(os.readlink(source), target)
+            continue
+        try:
+            fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError as exc:
+            raise TaskError(f"{rel} in {project.root} could not be read while copying it: {exc}") from exc
+        with os.fdopen(fd, "rb") as src, open(target, "xb") as out:
+            if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
+                raise TaskError(f"{rel} in {project.root} changed into a non-file while it was being copied")
+            shutil.copyfileobj(src, out)
+        os.chmod(target, 0o755 if mode & 0o111 else 0o644)
+    return dest
