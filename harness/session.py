@@ -9,7 +9,8 @@ task; the tests are the signal, the model never grades itself. Each attempt keep
 out_dir/attempt-N/ and the last one is copied to the top.
 
 The patch comes from a git baseline made at the start inside the sandbox, in GIT_DIR=/tmp/harness/git
-outside /workspace (the agent's project gets no .git of ours); caches are excluded.
+outside /workspace; caches are excluded. /workspace itself is a git repository of the agent's, whose
+one commit is the starting state, so `git diff` and `git status` work as models expect.
 
 Every file is written through `harness.checks` (0600, in 0700 folders, never through a link), so a
 link planted in a reused output folder is refused instead of overwriting what it points to.

@@ -1,8 +1,9 @@
 """What a session does to the sandbox's workspace besides the agent's own calls.
 
-A git baseline of the starting files in GIT_DIR=/tmp/harness/git (outside /workspace, so the project
-gets no .git of ours), the patch against it, the task's test command, and the replay of recorded
-calls that rebuilds a workspace when a run is resumed.
+A git baseline of the starting files in GIT_DIR=/tmp/harness/git (outside /workspace, where the
+agent's own repository is: /workspace/.git, one commit of the starting state), the patch against the
+baseline, the task's test command, and the replay of recorded calls that rebuilds a workspace when a
+run is resumed.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ GIT_ENV = {"GIT_DIR": GIT_DIR, "GIT_WORK_TREE": WORKDIR, **GIT_IDENTITY, "GIT_CO
            "HOME": "/tmp/harness"}
 
 
-def _git(box: Sandbox, script: str, what: str, timeout: float = 300.0) -> ExecResult:
-    result = box.exec(script, timeout=timeout, env=GIT_ENV, save_output=False)
+def _git(box: Sandbox, script: str, what: str, timeout: float = 300.0, env: dict[str, str] = GIT_ENV) -> ExecResult:
+    result = box.exec(script, timeout=timeout, env=env, save_output=False)
     if not result.ok:
         raise HarnessError(f"{what} failed in the sandbox (exit {result.exit_code}): "
                            f"{(result.stderr.text or result.stdout.text)[-800:]}")
@@ -35,10 +36,18 @@ def _git(box: Sandbox, script: str, what: str, timeout: float = 300.0) -> ExecRe
 
 
 def start_baseline(box: Sandbox) -> None:
-    """Record the starting files, so that the patch can be computed at the end."""
+    """Record the starting files, so that the patch can be computed at the end; then make /workspace
+    the agent's own git repository whose one commit is the starting state (`git status`, `git diff`,
+    `git stash` work as a model expects; no history, no remote). The patch never comes from the
+    agent's repository: the agent may commit, amend or reset there as it likes."""
     exclude = "\\n".join(EXCLUDE)
     _git(box, f"git init -q && printf '{exclude}\\n' > {GIT_DIR}/info/exclude && git add -A && "
               "git -c commit.gpgsign=false commit -q --allow-empty -m baseline", "recording the starting files")
+    agent = (f"cd {WORKDIR} && git init -q -b main && printf '{exclude}\\n' >> .git/info/exclude && "
+             "git config user.name agent && git config user.email agent@sandbox && "
+             "git config commit.gpgsign false && git add -A && git commit -q --allow-empty -m 'starting state'")
+    _git(box, agent, "making /workspace a git repository",
+         env={**GIT_IDENTITY, "GIT_CONFIG_NOSYSTEM": "1", "HOME": "/tmp/harness"})
 
 
 def sandbox_patch(box: Sandbox) -> str:

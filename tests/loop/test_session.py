@@ -109,3 +109,22 @@ def test_outbound_tools_are_in_the_session_and_denied_without_a_human(task: Task
     result = load_trajectory(tmp_path / "out" / "trajectory.jsonl")[3].tool_results[0]
     assert result.is_error and "(http_request) was denied" in result.content
     assert outcome.stop_reason == "end"
+
+
+def test_the_workspace_is_a_git_repository_of_the_starting_state_and_the_agents_git_use_leaves_the_patch_alone(
+        task: Task, sandbox_image: str, tmp_path: Path) -> None:
+    def bash(command: str) -> list[dict[str, object]]:
+        return [{"type": "tool_use", "name": "bash", "input": {"command": command}}]
+
+    turns = [bash("git status --porcelain; echo log=$(git log --oneline | wc -l); git remote | wc -l"),
+             FIX[1], FIX[2],
+             bash("git diff --stat; git commit -qam 'my fix' && git log --oneline | wc -l"),
+             bash("git reset -q --soft HEAD~1 && git status --porcelain"),
+             [{"type": "text", "text": "Done."}]]
+    outcome = run_session(task, ScriptedModel(turns), _config(sandbox_image), tmp_path, labels=TEST_LABELS)
+    results = [r.content for m in load_trajectory(tmp_path / "trajectory.jsonl") for r in m.tool_results]
+    assert "log=1" in results[0] and "\n0\n" in results[0] + "\n"     # clean, one commit, no remote
+    assert "wordcount/core.py | 4 ++--" in results[4] and "\n2" in results[4]
+    assert "M  wordcount/core.py" in results[5]
+    assert "+    return ranked[:n]" in outcome.patch and ".git" not in outcome.patch
+    assert outcome.tests_passed is True
