@@ -1,0 +1,109 @@
+"""`harness apply RUN_DIR`: show a `harness run --repo` patch, ask, and apply it to the folder (or commit
+it on a new branch). The work is in `harness.core.apply`; this module parses and prints.
+
+Exit codes: 0 applied; 1 refused (a file changed since the run, the patch is against uncommitted work,
+not confirmed); 2 bad input (run folder, base.json, patch, branch name).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TextIO
+
+from rich.console import Console
+
+from harness.cli.common import EXIT_FAILED, print_safe
+from harness.core.apply import (
+    Applied,
+    PatchConflict,
+    RunRecord,
+    apply_to_tree,
+    check_branch,
+    commit_to_branch,
+    load_run,
+    require_unchanged,
+)
+from sandbox.text import escape_unsafe
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("apply", help="review a `harness run --repo` patch and apply it to your folder",
+                       description="Show the patch of RUN_DIR (the --out folder of `harness run --repo`), ask, "
+                                   "then write it into your folder with `git apply` (nothing staged or committed), "
+                                   "or commit it on a new branch with --branch. Refused, with nothing written, when "
+                                   "a file it touches changed since the run started.",
+                       epilog="e.g. harness apply runs/shop-20260101-120000 --branch harness/fix-discount")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="the run's folder (holds patch.diff and base.json)")
+    p.add_argument("--repo", metavar="PATH", help="the folder to patch (default: the one the run recorded)")
+    p.add_argument("--yes", action="store_true", help="apply without asking (needed when stdin is not a terminal)")
+    p.add_argument("--branch", metavar="NAME", help="commit the patch on a new branch NAME on top of the commit the "
+                                                    "run started from; your files and index are not touched")
+    p.add_argument("--json", action="store_true", help="print the outcome as JSON (the diff goes to stderr)")
+    p.set_defaults(func=_apply)
+
+
+def _apply(args: argparse.Namespace) -> int:
+    run = load_run(args.run_dir, args.repo)
+    try:
+        if args.branch is not None:
+            check_branch(run, args.branch)
+        else:
+            require_unchanged(run)   # said before the diff is shown; checked again right before writing
+        show_diff(run.patch, sys.stderr if args.json else sys.stdout)
+        if not _confirmed(run, args.yes):
+            return EXIT_FAILED
+        done = commit_to_branch(run, args.branch) if args.branch is not None else apply_to_tree(run)
+    except PatchConflict as exc:
+        if args.json:
+            print(json.dumps({"applied": False, "repo": str(run.repo), "error": str(exc),
+                              "changes": [{"path": c.path, "how": c.how} for c in exc.changes]}, indent=2))
+        print_safe(sys.stderr, f"harness apply: {exc}")
+        return EXIT_FAILED
+    if args.json:
+        print(json.dumps(done.to_json(), indent=2))
+    else:
+        _summary(done)
+    return 0
+
+
+def show_diff(patch: str, out: TextIO) -> None:
+    """The patch, escaped line by line; added lines green and removed lines red on a terminal."""
+    console = Console(file=out, soft_wrap=True)
+    for line in patch.splitlines():
+        style = ""
+        if line.startswith("+") and not line.startswith("+++"):
+            style = "green"
+        elif line.startswith("-") and not line.startswith("---"):
+            style = "red"
+        elif line.startswith(("diff --git", "@@")):
+            style = "bold" if line.startswith("diff") else "cyan"
+        print_safe(console, line, style=style)
+
+
+def _confirmed(run: RunRecord, yes: bool) -> bool:
+    """True with --yes, or when the operator answers y/yes on a terminal; refused (said why) otherwise."""
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        print_safe(sys.stderr, f"harness apply: not applied: stdin is not a terminal to ask on; review the diff "
+                               f"above and pass --yes to apply, e.g. harness apply {run.run_dir} --yes")
+        return False
+    # the prompt shares its line with the answer, so it is written escaped here rather than by print_safe
+    sys.stderr.write(escape_unsafe(f"Apply this patch to {run.repo}? [y/N] "))
+    sys.stderr.flush()
+    if sys.stdin.readline().strip().lower() in ("y", "yes"):
+        return True
+    print_safe(sys.stderr, f"harness apply: not applied; {run.repo} is unchanged")
+    return False
+
+
+def _summary(done: Applied) -> None:
+    if done.branch is not None:
+        print_safe(sys.stdout, f"committed {len(done.files)} file(s) on the new branch {done.branch} "
+                               f"({done.commit}) in {done.repo}; your files and index are unchanged. "
+                               f"See it with: git -C {done.repo} show {done.branch} --stat")
+    else:
+        print_safe(sys.stdout, f"applied {len(done.files)} file(s) to {done.repo} (not staged, not committed): "
+                               f"{', '.join(done.files)}")
