@@ -26,6 +26,7 @@ from harness.cli.common import EXIT_FAILED, EXIT_INFRA, print_safe, safe_line, s
 from harness.config import APPROVAL_MODES, Config, Secrets, load
 from harness.core.task import Task, load_task
 from harness.errors import ConfigError, TaskError
+from harness.inplace import RepoTask, read_problem, repo_task, write_base
 from harness.loop import StepEvent, StopReason
 from harness.models.factory import make_model, resolve_auto
 from harness.session import SessionOutcome, run_session, session_image
@@ -38,10 +39,24 @@ STOP_WORDS: dict[StopReason, str] = {
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("run", help="run one repair session on a task in a fresh sandbox",
-                       description="Run an agent on TASK (a task directory: task.json, problem.md, repo/) in a "
-                                   "fresh network-less sandbox; write trajectory.jsonl, patch.diff and result.json.")
-    p.add_argument("task", type=Path, help="task directory, e.g. tasks/wordcount")
+    p = sub.add_parser("run", help="run one repair session on your repository or a task, in a fresh sandbox",
+                       description="Run an agent on your project (--repo PATH with --problem or --problem-file) or "
+                                   "on TASK (a task directory: task.json, problem.md, repo/) in a fresh "
+                                   "network-less sandbox; write trajectory.jsonl, patch.diff and result.json. "
+                                   "Your folder is only read: apply the patch with `harness apply RUN_DIR`.",
+                       epilog="e.g. harness run --repo ~/code/shop --problem-file bug.md --test-cmd 'pytest -q'")
+    p.add_argument("task", type=Path, nargs="?", help="task directory, e.g. tasks/wordcount")
+    r = p.add_argument_group("repair in place (instead of TASK)")
+    r.add_argument("--repo", type=Path, metavar="PATH", help="your project's folder (a git checkout or any folder)")
+    r.add_argument("--problem", metavar="TEXT", help="the bug report or request, as text")
+    r.add_argument("--problem-file", type=Path, metavar="FILE", help="the bug report or request, from a file")
+    r.add_argument("--test-cmd", metavar="CMD", help="how the project's tests run, e.g. 'python -m pytest -q'")
+    r.add_argument("--python", metavar="X", default="3.11", help="the sandbox's Python: 3.9, 3.11 or 3.13 "
+                                                                 "(default 3.11)")
+    r.add_argument("--include", action="append", default=[], metavar="PATTERN",
+                   help="put back a file left out as a secret (a path or glob, e.g. --include config/.env.test)")
+    r.add_argument("--requirements", type=Path, metavar="FILE",
+                   help="the environment's requirements, instead of the project's own declarations")
     add_session_options(p)
     p.add_argument("--out", type=Path, help="output directory (default: runs/TASK-YYYYmmdd-HHMMSS)")
     p.add_argument("--resume", type=Path, metavar="DIR",
@@ -118,7 +133,50 @@ def _run(args: argparse.Namespace) -> int:
     config = apply_options(config, args)
     config = apply_budgets(config.replace(model=dataclasses.replace(
         config.model, spec=resolve_auto(config.model.spec, config, secrets))), args)
-    task = find_task(args.task)
+    repo = _repo_task(args)
+    task = repo.task if repo is not None else find_task(args.task)
+    try:
+        return _run_task(args, config, secrets, task, repo)
+    finally:
+        if repo is not None:
+            repo.cleanup()
+
+
+def _repo_task(args: argparse.Namespace) -> RepoTask | None:
+    """The task of `--repo` (its files selected and staged, what was left out said), or None for TASK."""
+    given = [f"--{n.replace('_', '-')}" for n in ("problem", "problem_file", "test_cmd", "requirements", "include")
+             if getattr(args, n)]
+    if args.repo is None:
+        if args.task is None:
+            raise TaskError("nothing to run: pass --repo PATH with --problem TEXT (your project) or a task "
+                            "directory, e.g. harness run --repo . --problem-file bug.md, or harness run "
+                            "tasks/wordcount")
+        if given:
+            raise TaskError(f"{', '.join(given)} go with --repo PATH; a task directory carries its own "
+                            f"(task.json, problem.md), e.g. harness run --repo ~/code/shop --problem-file bug.md")
+        return None
+    if args.task is not None:
+        raise TaskError(f"pass either a task directory ({args.task}) or --repo {args.repo}, not both")
+    if args.resume is not None:
+        raise TaskError("--resume continues a task directory's run; with --repo start a new run")
+    problem = read_problem(args.problem, args.problem_file)
+    repo = repo_task(args.repo, problem, test_cmd=args.test_cmd, python=args.python,
+                     include=tuple(args.include), requirements=args.requirements)
+    project = repo.project
+    print_safe(sys.stderr, f"{project.root}: {len(project.files)} file(s), {project.total_bytes} bytes go in "
+                           f"({'the files git tracks or would track' if project.mode == 'git' else 'a folder'})")
+    secrets = project.secrets()
+    if secrets:
+        print_safe(sys.stderr, f"left out as secrets ({len(secrets)}): {', '.join(secrets[:20])}"
+                               f"{' ...' if len(secrets) > 20 else ''}; put one back with --include PATH")
+    others = [item for item in project.left_out if item.why != "looks like a secret"]
+    for item in others[:10]:
+        print_safe(sys.stderr, f"left out: {item.path}: {item.why}")
+    return repo
+
+
+def _run_task(args: argparse.Namespace, config: Config, secrets: Secrets, task: Task,
+              repo: RepoTask | None) -> int:
     out = args.out or args.resume or default_out(task)
     for folder in (out, args.resume):   # a reused folder: no output may go through a planted link
         if folder is not None and (folder.exists() or folder.is_symlink()):
@@ -127,13 +185,23 @@ def _run(args: argparse.Namespace) -> int:
     try:
         outcome = execute(task, config, secrets, out, resume_from=resume)
     except KeyboardInterrupt:
+        again = (f"continue with: harness run {args.task} --resume {out} --model {config.model.spec}"
+                 if repo is None else f"{repo.project.root} was not changed")
         print_safe(sys.stderr, f"harness run: interrupted; everything done so far is in {out}/trajectory.jsonl; "
-                               f"continue with: harness run {args.task} --resume {out} --model {config.model.spec}")
+                               f"{again}")
         raise
+    if repo is not None:
+        try:
+            write_base(out, repo, outcome.patch)
+        except TaskError as exc:
+            print_safe(sys.stderr, f"harness apply cannot take this run's patch: {exc}; it is in {out}/patch.diff")
     if args.json:   # ASCII JSON: the same data, with nothing a terminal would act on
         print(json.dumps(json.loads((out / "result.json").read_text()), indent=2))
     else:
         print_summary(task, outcome)
+        if repo is not None and outcome.patch.strip():
+            print_safe(sys.stdout, f"review and apply: harness apply {out}   (or --branch NAME to commit it "
+                                   f"on a new branch; {repo.project.root} was not changed)")
     return exit_code(outcome)
 
 

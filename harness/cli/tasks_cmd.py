@@ -1,4 +1,4 @@
-"""`harness tasks check|list|export`: validate, list and export repair task directories.
+"""`harness tasks check|list|export|new`: validate, list, export and make repair task directories.
 
 Exit codes: 0 success; 2 a task is invalid or the input is wrong.
 """
@@ -8,11 +8,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import uuid
 from pathlib import Path
 
-from harness.cli.common import EXIT_USAGE, print_safe
+from harness.cli.common import EXIT_USAGE, print_safe, stderr_progress
+from harness.config import load
 from harness.core.task import check_task, find_task_dirs, load_task
 from harness.evaluation.instances import export_instances
+from harness.evaluation.log_parsers import parse_log
+from harness.inplace import pinned_requirements, read_problem, repo_task, task_meta, write_task_dir
+from harness.session import session_image
+from sandbox.api import SandboxSpec
+from sandbox.docker_sandbox import DockerSandbox
 
 DEFAULT_DIRS = [Path("tasks")]
 
@@ -37,6 +44,27 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     export.add_argument("--out", type=Path, required=True, help="the instances file to write, e.g. tasks.jsonl")
     export.add_argument("--repos", type=Path, required=True, help="folder for the source tarballs")
     export.set_defaults(func=_export)
+    new = actions.add_parser("new", help="make a task directory from your repository and a problem",
+                             description="Select the repository's files as `harness run --repo` does, build its "
+                                         "environment, run the test command once at the starting state and write "
+                                         "a task directory: the failing tests become FAIL_TO_PASS, the passing "
+                                         "ones PASS_TO_PASS, the resolved dependencies pinned requirements.",
+                             epilog="e.g. harness tasks new --repo ~/code/shop --problem-file bug.md --test-cmd "
+                                    "'python -m pytest -rA -q' --out tasks/shop-total")
+    new.add_argument("--repo", type=Path, required=True, metavar="PATH", help="the project's folder")
+    new.add_argument("--problem", metavar="TEXT", help="the bug report, as text")
+    new.add_argument("--problem-file", type=Path, metavar="FILE", help="the bug report, from a file")
+    new.add_argument("--test-cmd", required=True, metavar="CMD",
+                     help="the project's tests with pytest's per-test summary, e.g. 'python -m pytest -rA -q'")
+    new.add_argument("--fail-to-pass", action="append", default=[], metavar="TEST",
+                     help="the failing tests the fix must make pass (default: every test failing now)")
+    new.add_argument("--python", default="3.11", metavar="X", help="3.9, 3.11 or 3.13 (default 3.11)")
+    new.add_argument("--include", action="append", default=[], metavar="PATTERN",
+                     help="put back a file left out as a secret")
+    new.add_argument("--requirements", type=Path, metavar="FILE",
+                     help="the environment's requirements, instead of the project's own declarations")
+    new.add_argument("--out", type=Path, required=True, help="the new task directory, e.g. tasks/shop-total")
+    new.set_defaults(func=_new)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -79,3 +107,33 @@ def _export(args: argparse.Namespace) -> int:
                            f"evaluate them with `harness eval --instances {args.out} --repos {args.repos} "
                            "--model gold`")
     return 0
+
+
+def _new(args: argparse.Namespace) -> int:
+    config, _ = load()
+    repo = repo_task(args.repo, read_problem(args.problem, args.problem_file), test_cmd=args.test_cmd,
+                     python=args.python, include=tuple(args.include), requirements=args.requirements)
+    progress = stderr_progress("tasks new")
+    try:
+        secrets = repo.project.secrets()
+        if secrets:
+            progress(f"left out as secrets: {', '.join(secrets[:20])}; put one back with --include PATH")
+        pins = pinned_requirements(repo.task, progress)
+        image = session_image(repo.task, config, progress)
+        spec = SandboxSpec(image=image, session=f"tasknew-{uuid.uuid4().hex[:8]}", project_dir=repo.staged,
+                           limits=config.sandbox.limits, labels={"harness.kind": "tasks-new"})
+        progress(f"running {args.test_cmd!r} once at the starting state")
+        with DockerSandbox(spec) as box:
+            result = box.exec(args.test_cmd, timeout=config.loop.test_timeout)
+        statuses = parse_log("pytest", result.stdout.text + "\n" + result.stderr.text)
+        meta = task_meta(repo, statuses, tuple(args.fail_to_pass), tuple(pins))
+        made = write_task_dir(repo, args.out, meta)
+    finally:
+        repo.cleanup()
+    problems = check_task(made.path)
+    for problem in problems:
+        print_safe(sys.stdout, f"  - {problem}")
+    print_safe(sys.stdout, f"wrote {made.path}: {len(made.fail_to_pass)} FAIL_TO_PASS, {len(made.pass_to_pass)} "
+                           f"PASS_TO_PASS, {len(made.requirements)} pinned requirement(s); run it with "
+                           f"`harness run {made.path}` or evaluate with `harness eval {made.path}`")
+    return EXIT_USAGE if problems else 0

@@ -57,6 +57,7 @@ class Environment:
     apt_packages: tuple[str, ...] = ()         # Debian packages the official recipe adds (not offline)
     compiled: bool = False                     # the install compiles extensions (needs a C toolchain)
     test_env: tuple[tuple[str, str], ...] = ()  # environment variables the tests run with
+    requirements: tuple[str, ...] = ()         # when given: the project's requirements, its files not read
 
 
 @dataclass(frozen=True)

@@ -174,10 +174,13 @@ def resolved_pins(task: Task, env: Environment, progress: Progress, forward: Col
         EnvironmentUnsupported: a resolution failed (uv's words in the reason).
     """
     as_of = env.as_of or datetime.now(UTC).strftime("%Y-%m-%d")
-    declared = read_declarations(task.repo_dir, files=env.package_files)
-    for item in declared.unreadable:
-        progress(f"{task.id}: not read: {item.origin}: {item.reason}")
-    requirements = [*declared.texts(), *build_requires(task.repo_dir)]
+    if env.requirements:
+        requirements = [*env.requirements, *build_requires(task.repo_dir)]
+    else:
+        declared = read_declarations(task.repo_dir, files=env.package_files)
+        for item in declared.unreadable:
+            progress(f"{task.id}: not read: {item.origin}: {item.reason}")
+        requirements = [*declared.texts(), *build_requires(task.repo_dir)]
     exact = {_name(p): p for p in env.pins if re.fullmatch(r"[A-Za-z0-9._-]+==[^,;\s]+", p.strip())}
     ranges = [p for p in env.pins if _name(p) in TOOLCHAIN and _name(p) not in exact]
     try:
