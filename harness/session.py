@@ -9,7 +9,8 @@ task; the tests are the signal, the model never grades itself. Each attempt keep
 out_dir/attempt-N/ and the last one is copied to the top.
 
 The patch comes from a git baseline made at the start inside the sandbox, in GIT_DIR=/tmp/harness/git
-outside /workspace; caches are excluded. /workspace itself is a git repository of the agent's, whose
+outside /workspace, checked at the end against the tree id the host kept (`workspace.sandbox_patch`);
+caches are excluded. /workspace itself is a git repository of the agent's, whose
 one commit is the starting state, so `git diff` and `git status` work as models expect.
 
 Every file is written through `harness.checks` (0600, in 0700 folders, never through a link), so a
@@ -135,7 +136,7 @@ def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, 
     checks.private_dir(where)
     t0 = time.monotonic()
     with DockerSandbox(spec) as box:
-        start_baseline(box)
+        tree = start_baseline(box)
         tools, approver = outbound_tools_for_session(config, session, config.approval.mode)
         catalog = default_catalog(config, extra=tools)
         ctx = ToolContext(sandbox=box, session=session, approver=approver)
@@ -144,7 +145,7 @@ def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, 
         setup = time.monotonic() - t0
         say("agent running")
         loop = AgentLoop(model, catalog, ctx, config, trajectory=writer, progress=say).run(messages)
-        patch = sandbox_patch(box)
+        patch = sandbox_patch(box, tree)
         checks.write_file(where / "patch.diff", patch)
         tests, test_seconds = None, 0.0
         if task.test_cmd:

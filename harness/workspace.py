@@ -9,6 +9,7 @@ run is resumed.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 
 from harness.config import Config
@@ -24,7 +25,8 @@ GIT_DIR = "/tmp/harness/git"
 PATCH_FILE = "/tmp/harness/patch.diff"
 EXCLUDE = ["__pycache__/", "*.pyc", ".pytest_cache/", ".mypy_cache/", ".ruff_cache/", "*.egg-info/"]
 GIT_ENV = {"GIT_DIR": GIT_DIR, "GIT_WORK_TREE": WORKDIR, **GIT_IDENTITY, "GIT_CONFIG_NOSYSTEM": "1",
-           "HOME": "/tmp/harness"}
+           "HOME": "/tmp/harness", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_NO_REPLACE_OBJECTS": "1",
+           "GIT_GRAFT_FILE": "/dev/null"}
 
 
 def _git(box: Sandbox, script: str, what: str, timeout: float = 300.0, env: dict[str, str] = GIT_ENV) -> ExecResult:
@@ -35,25 +37,56 @@ def _git(box: Sandbox, script: str, what: str, timeout: float = 300.0, env: dict
     return result
 
 
-def start_baseline(box: Sandbox) -> None:
-    """Record the starting files, so that the patch can be computed at the end; then make /workspace
-    the agent's own git repository whose one commit is the starting state (`git status`, `git diff`,
-    `git stash` work as a model expects; no history, no remote). The patch never comes from the
-    agent's repository: the agent may commit, amend or reset there as it likes."""
+def start_baseline(box: Sandbox) -> str:
+    """Record the starting files, so that the patch can be computed at the end; returns the id of
+    their git tree, which the host keeps (`sandbox_patch` checks the baseline against it). Then make
+    /workspace the agent's own git repository whose one commit is the starting state (`git status`,
+    `git diff`, `git stash` work as a model expects; no history, no remote). The patch never comes
+    from the agent's repository: the agent may commit, amend or reset there as it likes."""
     exclude = "\\n".join(EXCLUDE)
-    _git(box, f"git init -q && printf '{exclude}\\n' > {GIT_DIR}/info/exclude && git add -A && "
-              "git -c commit.gpgsign=false commit -q --allow-empty -m baseline", "recording the starting files")
+    made = _git(box, f"git init -q && printf '{exclude}\\n' > {GIT_DIR}/info/exclude && git add -A && "
+                     "git -c commit.gpgsign=false commit -q --allow-empty -m baseline && git rev-parse 'HEAD^{tree}'",
+                "recording the starting files")
+    tree = made.stdout.text.strip()
+    if not re.fullmatch(r"[0-9a-f]{40}", tree):
+        raise HarnessError(f"recording the starting files gave no tree id (got {tree[:80]!r})")
     agent = (f"cd {WORKDIR} && git init -q -b main && printf '{exclude}\\n' >> .git/info/exclude && "
              "git config user.name agent && git config user.email agent@sandbox && "
              "git config commit.gpgsign false && git add -A && git commit -q --allow-empty -m 'starting state'")
     _git(box, agent, "making /workspace a git repository",
          env={**GIT_IDENTITY, "GIT_CONFIG_NOSYSTEM": "1", "HOME": "/tmp/harness"})
+    return tree
 
 
-def sandbox_patch(box: Sandbox) -> str:
-    """The agent's change as a unified diff (a/<path> b/<path>) against the starting files."""
-    _git(box, f"git add -A && git diff --cached --binary --no-color --no-ext-diff HEAD > {PATCH_FILE}",
-         "computing the patch")
+def sandbox_patch(box: Sandbox, tree: str) -> str:
+    """The agent's change as a unified diff (a/<path> b/<path>) against the starting files, whose tree
+    id `tree` the host recorded at the start.
+
+    The baseline sits outside /workspace, where the agent's own git use never reaches it, but a process
+    of the agent's user could still write there. So before the diff its config, exclude file, hooks,
+    alternates and grafts are put back to ours, replace refs are ignored, the index is rebuilt from
+    `tree`, and `git fsck` proves that every object is what its id says: a baseline altered in any way
+    that matters gives an error, never a patch against other starting files.
+
+    Raises:
+        HarnessError: the baseline was altered (fsck failed, `tree` is missing) or git failed.
+    """
+    if not re.fullmatch(r"[0-9a-f]{40}", tree):
+        raise HarnessError(f"sandbox_patch: {tree!r} is not a git tree id")
+    exclude = "\\n".join(EXCLUDE)
+    reset = (f"rm -rf {GIT_DIR}/hooks {GIT_DIR}/info {GIT_DIR}/objects/info/alternates "
+             f"{GIT_DIR}/objects/info/http-alternates {GIT_DIR}/index {GIT_DIR}/config && "
+             f"mkdir -p {GIT_DIR}/info && printf '{exclude}\\n' > {GIT_DIR}/info/exclude && "
+             f"printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n' > {GIT_DIR}/config")
+    _git(box, reset, "resetting the baseline's settings")
+    check = box.exec(f"git fsck --full --strict --no-dangling --no-progress && git cat-file -e {tree}^{{tree}}",
+                     timeout=300, env=GIT_ENV, save_output=False)
+    if not check.ok:
+        raise HarnessError("the baseline of the starting files in the sandbox was altered (git fsck or the "
+                           f"recorded tree {tree[:12]} failed): {(check.stderr.text or check.stdout.text)[-600:]}; "
+                           "no patch is computed against altered starting files")
+    _git(box, f"git read-tree {tree} && git add -A && git diff --cached --binary --no-color --no-ext-diff "
+              f"--no-textconv {tree} > {PATCH_FILE}", "computing the patch")
     return box.read_file(PATCH_FILE).data.decode("utf-8", errors="replace")
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from harness.config import Config, LoopConfig, Secrets
 from harness.core.task import Task, load_task
+from harness.errors import HarnessError
 from harness.models.scripted import ScriptedModel, resolve_script
 from harness.session import run_session
 from harness.trajectory import load_trajectory
@@ -128,3 +129,31 @@ def test_the_workspace_is_a_git_repository_of_the_starting_state_and_the_agents_
     assert "M  wordcount/core.py" in results[5]
     assert "+    return ranked[:n]" in outcome.patch and ".git" not in outcome.patch
     assert outcome.tests_passed is True
+
+
+def _bash(command: str) -> list[dict[str, object]]:
+    return [{"type": "tool_use", "name": "bash", "input": {"command": command}}]
+
+
+TAMPER = "export GIT_DIR=/tmp/harness/git GIT_WORK_TREE=/workspace; "
+
+
+def test_an_agent_that_rewrites_the_baseline_still_gets_the_patch_of_its_real_change(
+        task: Task, sandbox_image: str, tmp_path: Path) -> None:
+    hide = (TAMPER + "git add -A && git -c user.name=x -c user.email=y commit -qm hide && "
+            "git config filter.hide.clean 'sed s/ranked/RANKED/' && echo '* filter=hide' > $GIT_DIR/info/attributes"
+            " && mkdir -p $GIT_DIR/hooks && git diff --cached HEAD | wc -l")
+    turns = [FIX[1], FIX[2], _bash(hide), [{"type": "text", "text": "Done."}]]
+    outcome = run_session(task, ScriptedModel(turns), _config(sandbox_image), tmp_path, labels=TEST_LABELS)
+    assert "+    return ranked[:n]" in outcome.patch and "RANKED" not in outcome.patch
+    assert outcome.tests_passed is True
+
+
+def test_an_agent_that_corrupts_the_baseline_gets_an_error_not_a_patch(task: Task, sandbox_image: str,
+                                                                       tmp_path: Path) -> None:
+    corrupt = (TAMPER + "blob=$(git rev-parse HEAD:wordcount/core.py); other=$(git rev-parse HEAD:tests/test_core.py);"
+               " f=$GIT_DIR/objects/${blob:0:2}/${blob:2}; o=$GIT_DIR/objects/${other:0:2}/${other:2};"
+               " chmod u+w $f && cp $o $f && echo swapped")
+    turns = [_bash(corrupt), [{"type": "text", "text": "Done."}]]
+    with pytest.raises(HarnessError, match="baseline of the starting files in the sandbox was altered"):
+        run_session(task, ScriptedModel(turns), _config(sandbox_image), tmp_path, labels=TEST_LABELS)
