@@ -162,3 +162,16 @@ def test_tasks_new_turns_a_folder_outside_git_into_a_task_that_runs(tmp_path: Pa
     assert (out / "repo" / "NOTES.md").is_file() and not (out / "repo" / ".env").exists()
     assert not (out / "repo" / "env").exists() and (out / "problem.md").read_text().strip()
     assert main(["run", str(out), "--model", "scripted:wordcount-fix", "--out", str(tmp_path / "run")]) == 0
+
+
+def test_a_dependency_that_cannot_be_had_offline_stops_the_run_before_the_model_is_called(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "requirements.txt").write_text("harness-no-such-package-xyz==1.0\n")
+    (plain / "m.py").write_text("def f():\n    return 1\n")
+    out = tmp_path / "run"
+    assert main(["run", "--repo", str(plain), "--problem", "f returns 1", "--model", "empty", "--out", str(out)]) == 3
+    err = capsys.readouterr().err
+    assert "harness-no-such-package-xyz" in err and "do not resolve" in err
+    assert not (out / "trajectory.jsonl").exists()
