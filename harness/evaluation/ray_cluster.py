@@ -229,7 +229,8 @@ class LocalCluster:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             text = node.log.read_text(errors="replace")
-            if "Ray runtime started" in text and (node.temp_dir / "ray_current_cluster").is_file():
+            address = node.temp_dir / "ray_current_cluster"     # written after `ray start` says it started,
+            if "Ray runtime started" in text and address.is_file() and address.read_text().strip():   # not at once
                 return
             if node.process.poll() is not None:
                 raise ClusterError(f"ray node {node.name!r} exited with {node.process.returncode} while "
