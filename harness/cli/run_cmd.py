@@ -177,7 +177,7 @@ def _repo_task(args: argparse.Namespace) -> RepoTask | None:
 
 def _run_task(args: argparse.Namespace, config: Config, secrets: Secrets, task: Task,
               repo: RepoTask | None) -> int:
-    out = args.out or args.resume or default_out(task)
+    out = args.out or args.resume or default_out(task, repo, config)
     for folder in (out, args.resume):   # a reused folder: no output may go through a planted link
         if folder is not None and (folder.exists() or folder.is_symlink()):
             checks.refuse_links(folder)
@@ -220,8 +220,13 @@ def _resume_file(folder: Path, out: Path | None) -> Path:
     return kept
 
 
-def default_out(task: Task) -> Path:
-    return Path("runs") / f"{task.id}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
+def default_out(task: Task, repo: RepoTask | None = None, config: Config | None = None) -> Path:
+    """runs/TASK-YYYYmmdd-HHMMSS; for `--repo` run from inside that folder, the same under the state
+    folder instead (the operator's folder is only read, never given a runs/ of ours)."""
+    name = f"{task.id}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
+    if repo is not None and config is not None and Path.cwd().resolve().is_relative_to(repo.project.root):
+        return config.approval.state_dir / "runs" / name
+    return Path("runs") / name
 
 
 def execute(task: Task, config: Config, secrets: Secrets, out: Path, *,

@@ -17,7 +17,10 @@ from pathlib import Path
 import pytest
 
 from harness.cli.main import main
+from harness.cli.run_cmd import default_out
+from harness.config import load
 from harness.core.sources import GIT_IDENTITY
+from harness.inplace import repo_task
 from harness.trajectory import load_trajectory
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -175,3 +178,19 @@ def test_a_dependency_that_cannot_be_had_offline_stops_the_run_before_the_model_
     err = capsys.readouterr().err
     assert "harness-no-such-package-xyz" in err and "do not resolve" in err
     assert not (out / "trajectory.jsonl").exists()
+
+
+def test_a_run_started_inside_the_folder_writes_its_files_outside_it(checkout: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = repo_task(checkout, "total is wrong")
+    try:
+        config = load()[0]
+        monkeypatch.chdir(checkout / "wordcount")
+        inside = default_out(repo.task, repo, config)
+        assert not inside.resolve().is_relative_to(checkout.resolve())
+        assert inside.parent == config.approval.state_dir / "runs"
+        monkeypatch.chdir(tmp_path)
+        assert default_out(repo.task, repo, config).parts[0] == "runs"
+    finally:
+        repo.cleanup()
+    assert not repo.staged.exists()
