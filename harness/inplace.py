@@ -5,8 +5,10 @@ that lets `harness apply` put the patch back safely.
                                     into a private folder, and makes a Task whose environment is resolved
                                     from the project's own declarations (the machinery SWE-bench
                                     environments use), or from `requirements` when the operator gives them
-    write_base(run_dir, staged)     base.json: the operator's folder, git HEAD, and the SHA-256 of every
+    write_base(run_dir, repo, patch)  base.json: the operator's folder, git HEAD, and the SHA-256 of every
                                     file the patch touches as it was when the run started (null: absent)
+    task_meta, write_task_dir       `harness tasks new`: task.json from the tests' statuses at the start
+    pinned_requirements             and the resolved environment's exact pins
 
 The operator's folder is only read. The staged copy is what the sandbox receives and what the patch is
 computed against; it is removed by the caller when the run is over.
@@ -215,8 +217,11 @@ def write_task_dir(repo: RepoTask, out: Path, meta: dict[str, object]) -> NewTas
     stage(repo.project, out / "repo")
     checks.write_file(out / "task.json", json.dumps(meta, indent=2) + "\n", mode=0o644)
     checks.write_file(out / "problem.md", repo.task.problem_statement.rstrip("\n") + "\n", mode=0o644)
-    return NewTask(out, tuple(meta["FAIL_TO_PASS"]), tuple(meta["PASS_TO_PASS"]),  # type: ignore[arg-type]
-                   tuple(meta["requirements"]))  # type: ignore[arg-type]
+    def names(key: str) -> tuple[str, ...]:
+        value = meta[key]
+        return tuple(str(v) for v in value) if isinstance(value, list) else ()
+
+    return NewTask(out, names("FAIL_TO_PASS"), names("PASS_TO_PASS"), names("requirements"))
 
 
 def pinned_requirements(task: Task, progress: Progress = quiet) -> list[str]:
