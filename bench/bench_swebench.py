@@ -34,7 +34,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared" / "swebench"
 PURE = ("django/django", "sympy/sympy", "pytest-dev/pytest", "sphinx-doc/sphinx", "pylint-dev/pylint",
-        "pydata/xarray", "mwaskom/seaborn", "pallets/flask", "psf/requests")
+        "pydata/xarray", "mwaskom/seaborn", "pallets/flask", "psf/requests", "pvlib/pvlib-python",
+        "pydicom/pydicom", "pyvista/pyvista")
 COMPILED = ("astropy/astropy", "matplotlib/matplotlib", "scikit-learn/scikit-learn")
 LITE_SIZE = 300
 
@@ -122,10 +123,12 @@ def print_costs(gold: dict[str, Any], seconds: float, workers: int, chosen: list
         if entry["status"] in ("error", "unsupported"):
             continue
         parts = entry.get("durations", {})
-        overhead = entry["duration"] - parts.get("tests", 0.0)
         key = keys.get(iid, "?")
         env_builds[key] = max(env_builds.get(key, 0.0), parts.get("environment", 0.0))
-        (overheads_again if key in seen else overheads_first).append(overhead)
+        if key in seen:   # the shared environment exists (or is being built by another worker: not counted)
+            overheads_again.append(entry["duration"] - parts.get("tests", 0.0) - parts.get("environment", 0.0))
+        else:
+            overheads_first.append(entry["duration"] - parts.get("tests", 0.0))
         seen.add(key)
     print("\nenvironment build time per (repo, version), seconds (the slowest instance of each waited for it):")
     for key, value in sorted(env_builds.items()):

@@ -121,7 +121,7 @@ def session_image(task: Task, config: Config, progress: Progress = quiet) -> str
     """The image a session of `task` runs in: the sandbox image (config.sandbox.image, or the one
     built for the task's Python), plus the task's requirements and install_cmd when it has any (the
     same environment image `harness eval` grades in)."""
-    base = sandbox_image(config, task.python or config.sandbox.python, progress)
+    base = sandbox_image(config, task.python or config.sandbox.python, progress, task=task)
     if not task.requirements and not task.install_cmd and task.environment is None:
         return base
     return ensure_env_image(task, base, progress=progress)

@@ -9,6 +9,11 @@ Two ways, chosen automatically (`base="auto"`) or forced (`"registry"` / `"deboo
 
 Images are tagged by a hash of everything that goes into them and labelled with it, so a build runs
 only when its inputs change. Concurrent builders on one machine wait for each other (a file lock).
+
+A variant with more Debian packages (`packages=`: a C toolchain and the libraries a project's official
+recipe installs with apt) is built the same two ways: debootstrap includes them, or apt-get installs
+them on the official image. Its tag and labels name the packages, so `prune` keeps it while the sources
+that made it stand.
 """
 
 from __future__ import annotations
@@ -16,12 +21,13 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tarfile
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -38,10 +44,16 @@ IMAGE_DIR = CONTEXT_DIR / "image"
 REPOSITORY = "harness-sandbox"
 BASE_REPOSITORY = "harness-base"
 HASH_LABEL = "harness.image.hash"
+PACKAGES_LABEL = "harness.image.packages"   # on a variant: its extra Debian packages, space-separated
+PYTHON_LABEL = "harness.image.python"
+MODE_LABEL = "harness.image.mode"
 BASE_LABEL = "harness.base"   # on images built FROM a sandbox image: which one (prune removes them with it)
 PYTHON_RELEASES = {"3.9": "bullseye", "3.11": "bookworm", "3.13": "trixie"}
 DEBIAN_PACKAGES = ["python3", "python3-pip", "python3-venv", "python3-pytest", "python3-pyflakes",
                    "git", "procps", "ca-certificates", "patch", "less"]
+TOOLCHAIN_PACKAGES = ("build-essential", "python3-dev", "pkg-config")
+"""What a project that compiles C extensions at install needs beyond the sandbox image."""
+_DEBIAN_NAME = re.compile(r"[a-z0-9][a-z0-9+.-]+")   # Debian policy: package names
 
 
 def release_for(python: str) -> str:
@@ -85,16 +97,31 @@ def server_files() -> list[Path]:
     return [CONTEXT_DIR / "_protocol.py", *sorted((CONTEXT_DIR / "server").glob("*.py"))]
 
 
-def inputs_hash(python: str, mode: str) -> str:
-    h = hashlib.sha256(f"{python}\n{mode}\n{' '.join(DEBIAN_PACKAGES)}\n".encode())
+def extra_packages(packages: Sequence[str]) -> tuple[str, ...]:
+    """`packages` checked (Debian package names), without the sandbox image's own, sorted and once each.
+
+    Raises:
+        ImageError: a name is not a Debian package name (it could become an option of apt or debootstrap).
+    """
+    bad = [p for p in packages if not (isinstance(p, str) and _DEBIAN_NAME.fullmatch(p))]
+    if bad:
+        raise ImageError(f"Debian package name(s) refused: {bad}; expected lower-case names such as "
+                         "'libfreetype-dev' or 'g++'")
+    return tuple(sorted(set(packages) - set(DEBIAN_PACKAGES)))
+
+
+def inputs_hash(python: str, mode: str, packages: Sequence[str] = ()) -> str:
+    extra = f"+{' '.join(packages)}" if packages else ""
+    h = hashlib.sha256(f"{python}\n{mode}\n{' '.join(DEBIAN_PACKAGES)}{extra}\n".encode())
     for path in [IMAGE_DIR / ("Dockerfile" if mode == "registry" else "Dockerfile.offline"), *server_files()]:
         h.update(f"{path.relative_to(CONTEXT_DIR)}\n".encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:12]
 
 
-def image_tag(python: str, mode: str) -> str:
-    return f"{REPOSITORY}:py{python}-{mode}-{inputs_hash(python, mode)}"
+def image_tag(python: str, mode: str, packages: Sequence[str] = ()) -> str:
+    variant = "-plus" if packages else ""
+    return f"{REPOSITORY}:py{python}-{mode}{variant}-{inputs_hash(python, mode, packages)}"
 
 
 def registry_reachable(client: docker.DockerClient, python: str) -> bool:
@@ -112,18 +139,21 @@ def registry_reachable(client: docker.DockerClient, python: str) -> bool:
 
 
 def ensure_image(python: str = "3.11", base: str = "auto", *, client: docker.DockerClient | None = None,
-                 progress: Progress = quiet, force: bool = False) -> str:
-    """The tag of an up-to-date sandbox image for `python`, building it if needed.
+                 progress: Progress = quiet, force: bool = False, packages: Sequence[str] = ()) -> str:
+    """The tag of an up-to-date sandbox image for `python` (with the Debian `packages` too, a variant),
+    building it if needed.
 
     Raises:
-        ImageError: the build failed, or `python` cannot be had offline.
+        ImageError: the build failed (a package the mirror does not have among the reasons), a package
+            name is refused, or `python` cannot be had offline.
         DockerUnavailable: no Docker daemon.
     """
     client = client_or_default(client)
     if base not in ("auto", "registry", "debootstrap"):
         raise ImageError(f"--base must be auto, registry or debootstrap, got {base!r}; e.g. --base debootstrap")
+    extra = extra_packages(packages)
     for mode in (("registry", "debootstrap") if base == "auto" else (base,)):
-        tag = image_tag(python, mode)
+        tag = image_tag(python, mode, extra)
         if not force and image_exists(client, tag):
             return tag
     with _build_lock(python):
@@ -133,16 +163,21 @@ def ensure_image(python: str = "3.11", base: str = "auto", *, client: docker.Doc
                      if mode == "debootstrap" else f"registry reachable: building on python:{python}-slim")
         else:
             mode = base
-        tag = image_tag(python, mode)
+        tag = image_tag(python, mode, extra)
         if not force and image_exists(client, tag):
             return tag
         started = time.monotonic()
+        labels = {PYTHON_LABEL: python, MODE_LABEL: mode, **({PACKAGES_LABEL: " ".join(extra)} if extra else {})}
         if mode == "registry":
-            _docker_build(client, "Dockerfile", tag, {"BASE": f"python:{python}-slim"}, progress, network=True)
+            _docker_build(client, "Dockerfile", tag, {"BASE": f"python:{python}-slim",
+                                                      "PACKAGES": " ".join(extra)}, progress, network=True,
+                          labels=labels)
         else:
-            base_tag = ensure_debian_base(client, python, progress, force=force)
-            _docker_build(client, "Dockerfile.offline", tag, {"BASE": base_tag}, progress, network=False)
-        client.images.get(tag).tag(REPOSITORY, f"py{python}")
+            debian = ensure_debian_base(client, python, progress, force=force, packages=extra)
+            _docker_build(client, "Dockerfile.offline", tag, {"BASE": debian}, progress, network=False,
+                          labels=labels)
+        if not extra:
+            client.images.get(tag).tag(REPOSITORY, f"py{python}")
         progress(f"built {tag} in {time.monotonic() - started:.0f}s")
         return tag
 
@@ -167,11 +202,19 @@ def _build_lock(python: str) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def ensure_debian_base(client: docker.DockerClient, python: str, progress: Progress, force: bool = False) -> str:
-    """A minimal Debian image for `python` made with debootstrap and `docker import`."""
+def base_tag(release: str, packages: Sequence[str] = ()) -> str:
+    """The tag of the debootstrapped Debian `release` (with the extra `packages`)."""
+    extra = f"+{' '.join(packages)}" if packages else ""
+    h = hashlib.sha256(f"{release}\n{' '.join(DEBIAN_PACKAGES)}{extra}".encode()).hexdigest()[:12]
+    return f"{BASE_REPOSITORY}:{release}{'-plus' if packages else ''}-{h}"
+
+
+def ensure_debian_base(client: docker.DockerClient, python: str, progress: Progress, force: bool = False,
+                       packages: Sequence[str] = ()) -> str:
+    """A minimal Debian image for `python` (with the extra `packages`) made with debootstrap and `docker import`."""
     release = release_for(python)
-    h = hashlib.sha256(f"{release}\n{' '.join(DEBIAN_PACKAGES)}".encode()).hexdigest()[:12]
-    tag = f"{BASE_REPOSITORY}:{release}-{h}"
+    tag = base_tag(release, packages)
+    h = tag.rsplit("-", 1)[-1]
     if not force and image_exists(client, tag):
         return tag
     debootstrap = shutil.which("debootstrap") or (
@@ -185,8 +228,9 @@ def ensure_debian_base(client: docker.DockerClient, python: str, progress: Progr
     mirror = apt_mirror()
     with tempfile.TemporaryDirectory(prefix="harness-debootstrap-") as tmp:
         root = Path(tmp) / "root"
-        progress(f"debootstrap {release} from {mirror} (about a minute)")
-        _run_debootstrap([debootstrap, "--variant=minbase", f"--include={','.join(DEBIAN_PACKAGES)}",
+        progress(f"debootstrap {release} from {mirror} (about a minute"
+                 + (f"; more with {len(packages)} extra package(s): {' '.join(packages)})" if packages else ")"))
+        _run_debootstrap([debootstrap, "--variant=minbase", f"--include={','.join([*DEBIAN_PACKAGES, *packages])}",
                           release, str(root), mirror], progress)
         for cache in ("var/cache/apt/archives", "var/lib/apt/lists"):
             shutil.rmtree(root / cache, ignore_errors=True)
@@ -195,8 +239,9 @@ def ensure_debian_base(client: docker.DockerClient, python: str, progress: Progr
         with tarfile.open(archive, "w") as tar:
             tar.add(root, arcname=".")
         repo, _, version = tag.partition(":")
+        variant = [f'LABEL {PACKAGES_LABEL}="{" ".join(packages)}" {PYTHON_LABEL}={python}'] if packages else []
         client.api.import_image_from_file(str(archive), repository=repo, tag=version,
-                                          changes=[f"LABEL {HASH_LABEL}={h}", "LABEL harness.managed=true",
+                                          changes=[f"LABEL {HASH_LABEL}={h}", "LABEL harness.managed=true", *variant,
                                                    'CMD ["/bin/bash"]'])
     return tag
 
@@ -215,11 +260,11 @@ def _run_debootstrap(cmd: list[str], progress: Progress) -> None:
 
 
 def _docker_build(client: docker.DockerClient, dockerfile: str, tag: str, buildargs: dict[str, str],
-                  progress: Progress, network: bool) -> None:
+                  progress: Progress, network: bool, labels: dict[str, str]) -> None:
     progress(f"docker build {dockerfile} -> {tag}")
     version = tag.partition(":")[2]
-    build_context(client, CONTEXT_DIR, tag, labels={HASH_LABEL: version.rsplit("-", 1)[-1]}, progress=progress,
-                  dockerfile=f"image/{dockerfile}", buildargs=buildargs, network=network)
+    build_context(client, CONTEXT_DIR, tag, labels={HASH_LABEL: version.rsplit("-", 1)[-1], **labels},
+                  progress=progress, dockerfile=f"image/{dockerfile}", buildargs=buildargs, network=network)
 
 
 def build_context(client: docker.DockerClient, context: Path, tag: str, *, labels: dict[str, str],
@@ -246,13 +291,17 @@ def build_context(client: docker.DockerClient, context: Path, tag: str, *, label
         raise ImageError(f"building {tag} failed: {exc}") from exc
 
 
-def current_tags() -> set[str]:
-    """The sandbox and base image tags the present sources would build, for every Python version."""
+def current_tags(variants: Sequence[tuple[str, str]] = ()) -> set[str]:
+    """The sandbox and base image tags the present sources would build, for every Python version, and
+    for each (python, packages) of `variants` (the labels of the variants found)."""
     tags = set()
     for python, release in PYTHON_RELEASES.items():
-        tags |= {image_tag(python, "registry"), image_tag(python, "debootstrap")}
-        h = hashlib.sha256(f"{release}\n{' '.join(DEBIAN_PACKAGES)}".encode()).hexdigest()[:12]
-        tags.add(f"{BASE_REPOSITORY}:{release}-{h}")
+        tags |= {image_tag(python, "registry"), image_tag(python, "debootstrap"), base_tag(release)}
+    for python, packages in variants:
+        if python in PYTHON_RELEASES:
+            extra = tuple(packages.split())
+            tags |= {image_tag(python, "registry", extra), image_tag(python, "debootstrap", extra),
+                     base_tag(PYTHON_RELEASES[python], extra)}
     return tags
 
 
@@ -261,9 +310,10 @@ def stale_images(client: docker.DockerClient, label: str | None = None) -> list[
     images of older inputs, images built on those (BASE_LABEL), and untagged leftovers of rebuilds.
     `label` ("key=value"): only images that also carry it. Newest first: an image built on another
     (an instance on its environment) is removed before it, so one prune removes both."""
-    current = current_tags()
-    stale = []
     images = client.api.images(filters={"label": ["harness.managed=true", *([label] if label else [])]})
+    labelled = [(i.get("Labels") or {}) for i in client.api.images(filters={"label": [PACKAGES_LABEL]})]
+    current = current_tags([(ls.get(PYTHON_LABEL, ""), ls[PACKAGES_LABEL]) for ls in labelled])
+    stale = []
     for image in sorted(images, key=lambda i: -int(i.get("Created") or 0)):
         tags = [t for t in image.get("RepoTags") or [] if t != "<none>:<none>"]
         ours = [t for t in tags if t.startswith((REPOSITORY + ":", BASE_REPOSITORY + ":"))]

@@ -8,9 +8,10 @@ a thin instance image (`resolved.py`, recipe text in `venv.py`); one that cannot
 
 from harness.environments.errors import EnvironmentBuildError, EnvironmentUnsupported
 from harness.environments.images import ensure_env_image, env_hash, sandbox_image
+from harness.environments.resolved import ensure_environment_image
 from harness.environments.wheelhouse import WheelhouseError, build_wheelhouse, checked, download_wheels
 
 __all__ = [
     "EnvironmentBuildError", "EnvironmentUnsupported", "WheelhouseError", "build_wheelhouse", "checked",
-    "download_wheels", "ensure_env_image", "env_hash", "sandbox_image",
+    "download_wheels", "ensure_env_image", "ensure_environment_image", "env_hash", "sandbox_image",
 ]

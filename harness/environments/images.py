@@ -32,8 +32,15 @@ from packaging.requirements import Requirement
 
 from harness.config import Config
 from harness.core.task import Task
-from harness.environments.errors import EnvironmentBuildError
-from harness.environments.resolved import HASH_LABEL, KIND_LABEL, REPOSITORY, ensure_instance_image, tree_hash
+from harness.environments.errors import EnvironmentBuildError, EnvironmentUnsupported
+from harness.environments.resolved import (
+    HASH_LABEL,
+    KIND_LABEL,
+    REPOSITORY,
+    ensure_instance_image,
+    system_packages,
+    tree_hash,
+)
 from harness.environments.venv import RECIPE_VERSION
 from harness.environments.wheelhouse import WheelhouseError, build_wheelhouse, checked
 from sandbox.api import Progress, quiet
@@ -45,12 +52,27 @@ _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
 
 
-def sandbox_image(config: Config, python: str, progress: Progress = quiet) -> str:
+def sandbox_image(config: Config, python: str, progress: Progress = quiet, task: Task | None = None) -> str:
     """The sandbox image to run in: config.sandbox.image, or with "auto" the one built locally for
-    `python` (built now if it does not exist yet)."""
+    `python` (built now if it does not exist yet), with the Debian packages `task`'s environment recipe
+    needs (a variant; see `resolved.system_packages`).
+
+    Raises:
+        EnvironmentUnsupported: the variant with the recipe's packages could not be made (the mirror does
+            not have one of them, say); the reason holds the build's words.
+        ImageError: the sandbox image itself could not be built.
+    """
     if config.sandbox.image != "auto":
         return config.sandbox.image
-    return ensure_image(python=python, base=config.sandbox.base, progress=progress)
+    packages = system_packages(task.environment) if task is not None else ()
+    if not packages:
+        return ensure_image(python=python, base=config.sandbox.base, progress=progress)
+    assert task is not None
+    try:
+        return ensure_image(python=python, base=config.sandbox.base, progress=progress, packages=packages)
+    except ImageError as exc:
+        raise EnvironmentUnsupported(task.id, f"the sandbox image with the recipe's Debian packages "
+                                              f"{list(packages)} could not be made offline: {exc}") from exc
 
 
 def env_hash(task: Task, base_image: str) -> str:

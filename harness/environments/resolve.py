@@ -63,7 +63,7 @@ from harness.errors import TaskError, UnsafePathError
 from sandbox.api import Progress, quiet
 
 INDEX_URL = "https://pypi.org/simple"
-CACHE_VERSION = "2"        # bump when the cached result's meaning changes
+CACHE_VERSION = "3"        # bump when the cached result's meaning changes
 PIN_CUTOFF = "2100-01-01T00:00:00Z"   # the per-package cutoff of an exact pin: any upload date
 UV_MAX_GLIBC = 40          # the newest manylinux_2_N that uv's --python-platform names
 MAX_ROUNDS = 40            # uv runs; each names one or two source-only packages to stand in for
@@ -139,15 +139,19 @@ class Resolution:
 
 # -- reading the declarations ---------------------------------------------------------------------------
 
-def read_declarations(root: Path, *, extras: Collection[str] = (), files: Sequence[str] = ()) -> Declarations:
+def read_declarations(root: Path, *, extras: Collection[str] = (), files: Sequence[str] = (),
+                      any_requirements_file: bool = True) -> Declarations:
     """The requirements declared in the source tree at `root`, read as text and never executed:
-    `requirements*.txt` and `requirements/*.txt` (plus `files`, paths relative to `root`) with their
-    `-r` includes inside the tree, setup.cfg `[options] install_requires`, pyproject.toml `[project]
-    dependencies` and setup.py's `setup(install_requires=...)` when it is a literal or a module-level
-    literal list; the extras named in `extras` from each. Whatever is not read is in `unreadable`."""
+    `requirements*.txt` and `requirements/*.txt` (only `files` when not `any_requirements_file`), plus
+    `files` (paths relative to `root`), with their `-r` includes inside the tree, setup.cfg `[options]
+    install_requires`, pyproject.toml `[project] dependencies` and setup.py's `setup(install_requires=...)`
+    when it is a literal or a module-level literal list; the extras named in `extras` from each.
+    Whatever is not read is in `unreadable`."""
     found = _Found(Path(root))
-    rels = sorted(p.name for p in found.root.glob("requirements*.txt"))
-    rels += sorted(f"requirements/{p.name}" for p in found.root.glob("requirements/*.txt"))
+    rels: list[str] = []
+    if any_requirements_file:
+        rels = sorted(p.name for p in found.root.glob("requirements*.txt"))
+        rels += sorted(f"requirements/{p.name}" for p in found.root.glob("requirements/*.txt"))
     for rel in [*rels, *files]:
         found.requirements_file(rel, set())
     _setup_cfg(found, {canonicalize_name(e) for e in extras})
@@ -392,11 +396,14 @@ def resolve(requirements: Sequence[str], python: str, as_of: datetime | date | s
     """Exact pins for `requirements` plus `pins` (which override any other range for their package) on a
     Linux CPython `python`, from releases uploaded before `as_of` (a date means the end of that UTC day).
     An exact pin (``name==1.2``) is taken whatever its date: a specification may pin a release newer
-    than the instance. A package of `forward` that has no wheel for the target before `as_of` takes its
-    first release that has one (uploaded later) instead of a source-only stand-in: for sdists that do
-    not build offline (C extensions: numpy, Pillow, cffi of before the interpreter existed). A package
-    of `leave_out` is not installed at all, whoever requires it (for optional test dependencies that
-    never had a wheel for the target and do not build offline).
+    than the instance. An exact pin with no wheel for the target whose release series (1.2.x) has a later
+    release with one takes the first such release instead (``numpy==1.19.2`` on Python 3.9 -> 1.19.3:
+    a pin made for an older interpreter); without one, its sdist is built. A package of `forward` that
+    has no wheel for the target before `as_of` takes its first release that has one (uploaded later)
+    instead of a source-only stand-in: for sdists that do not build offline (C extensions: numpy,
+    Pillow, cffi of before the interpreter existed). A package of `leave_out` is not installed at all,
+    whoever requires it (for optional test dependencies that never had a wheel for the target and do
+    not build offline).
     The same inputs give the result cached under `cache` (default cache_dir()/resolutions) without uv.
 
     Raises:
@@ -503,6 +510,7 @@ class _Resolver:
         with tempfile.TemporaryDirectory(prefix="harness-resolve-") as tmp:
             work = Path(tmp)
             (work / "standins").mkdir()
+            self.given = [self.nearest_with_wheel(pin) for pin in self.given]
             # an override whose marker never holds removes the package from every requirer (uv's overrides)
             never = [f"{name} ; python_version < '0'" for name in self.leave_out]
             (work / "overrides.txt").write_text("".join(p + "\n" for p in [*self.given, *never]))
@@ -536,6 +544,30 @@ class _Resolver:
             f"uv found no versions of {self.reqs + self.given} for Python {self.python} ({self.plat}) among releases "
             f"uploaded before {self.cutoff} that have a wheel or a readable sdist; it said:\n{said}\n"
             "Expected a resolvable set: pin the package uv names to a version of that time, or move the date", said)
+
+    def nearest_with_wheel(self, pin: str) -> str:
+        """`pin`, or for an exact pin whose release has no wheel for the target, the first later release of
+        the same series (major.minor) that has one."""
+        if not re.fullmatch(r"[A-Za-z0-9._-]+==[^,;\s*]+", pin.strip()):
+            return pin
+        name, version = _split_pin(pin)
+        try:
+            wanted = Version(version)
+        except InvalidVersion:
+            return pin
+        wheels: set[Version] = set()
+        for f in _index_files(self.index_url, name):
+            v = _file_version(str(f.get("filename", "")))
+            if v is not None and not f.get("yanked") and self._usable_wheel(str(f["filename"])):
+                wheels.add(v)
+        if wanted in wheels:
+            return pin
+        later = sorted(v for v in wheels if v > wanted and not v.is_prerelease and v.release[:2] == wanted.release[:2])
+        if not later:
+            return pin
+        self.progress(f"resolve: {pin.strip()} has no wheel for Python {self.python} ({self.plat}); taking "
+                      f"{name}=={later[0]}, the first release of its series with one")
+        return f"{name}=={later[0]}"
 
     def take_first_wheel(self, name: str) -> bool:
         """For a `forward` package: let uv see its releases up to the day of its first one with a wheel
@@ -572,7 +604,7 @@ class _Resolver:
         by_version: dict[Version, list[dict[str, Any]]] = {}
         for f in _index_files(self.index_url, name):
             version = _file_version(str(f.get("filename", "")))
-            if version is not None and not version.is_prerelease and not f.get("yanked") and self._before(f) \
+            if version is not None and not version.is_prerelease and not f.get("yanked") and self._before(f, name) \
                     and self._python_ok(f):
                 by_version.setdefault(version, []).append(f)
         found = []
@@ -584,10 +616,12 @@ class _Resolver:
                 found.append((version, sdist))
         return found
 
-    def _before(self, f: dict[str, Any]) -> bool:
+    def _before(self, f: dict[str, Any], name: str) -> bool:
+        """Uploaded before the package's cutoff: the date's, or an exact pin's (whatever its date)."""
         uploaded = f.get("upload-time")
         try:
-            return isinstance(uploaded, str) and exclude_newer(uploaded) < self.cutoff
+            return isinstance(uploaded, str) and \
+                exclude_newer(uploaded) < self.later.get(canonicalize_name(name), self.cutoff)
         except ResolveError:
             return False
 

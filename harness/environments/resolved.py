@@ -3,7 +3,9 @@ SWE-bench rows): one environment image per (key, Python, resolution, recipe), sh
 instance image per task on top of it. The recipe's texts are in `venv.py`.
 
     ensure_instance_image(task, base)
-      supported?          apt packages the sandbox image lacks, a C compiler -> EnvironmentUnsupported
+      supported?          a recipe that cannot be followed offline -> EnvironmentUnsupported (the
+                          base image, chosen by the caller with `system_packages`, holds the recipe's
+                          Debian packages and, for compiled projects, a C toolchain)
       resolve             the project's declarations + build requirements + pins, as of the task's date
                           (uv, `resolve.py`), and the toolchain (pip, setuptools, wheel) of that era
       environment image   harness-env:venv-<hash of recipe, resolution, base>: wheels downloaded on the
@@ -31,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import docker
+from packaging.requirements import Requirement
 
 from harness import checks
 from harness.core.sources import cache_dir
@@ -55,7 +58,7 @@ from harness.environments.venv import (
 from harness.environments.wheelhouse import WheelhouseError, download_sdist, pinned_wheelhouse
 from sandbox.api import Progress, quiet
 from sandbox.errors import ImageError
-from sandbox.images import BASE_LABEL, DEBIAN_PACKAGES, build_context, image_exists
+from sandbox.images import BASE_LABEL, TOOLCHAIN_PACKAGES, build_context, image_exists
 
 REPOSITORY = "harness-env"
 HASH_LABEL = "harness.env.hash"
@@ -153,14 +156,17 @@ def remember_failed_sdists(python: str, names: Iterable[str]) -> None:
 
 
 def unsupported(task_id: str, env: Environment) -> None:
-    """Raise EnvironmentUnsupported when the recipe needs what the sandbox image cannot have offline."""
-    missing = [p for p in env.apt_packages if p not in DEBIAN_PACKAGES]
-    if missing:
-        raise EnvironmentUnsupported(task_id, f"the recipe installs Debian package(s) {missing} that the sandbox "
-                                              f"image does not have (it has {DEBIAN_PACKAGES}); no apt offline")
-    if env.compiled and "gcc" not in DEBIAN_PACKAGES:
-        raise EnvironmentUnsupported(task_id, "the project compiles C extensions at install and the sandbox image "
-                                              "has no C compiler (gcc)")
+    """Raise EnvironmentUnsupported when the recipe cannot be followed offline (`offline_blocker`)."""
+    if env.offline_blocker:
+        raise EnvironmentUnsupported(task_id, env.offline_blocker)
+
+
+def system_packages(env: Environment | None) -> tuple[str, ...]:
+    """The Debian packages the environment's base image needs beyond the sandbox image's: the recipe's
+    own (`apt_packages`) and, for a project that compiles extensions, a C toolchain with Python's headers."""
+    if env is None:
+        return ()
+    return tuple(sorted({*env.apt_packages, *(TOOLCHAIN_PACKAGES if env.compiled else ())}))
 
 
 def resolved_pins(task: Task, env: Environment, progress: Progress, forward: Collection[str] = (),
@@ -168,7 +174,9 @@ def resolved_pins(task: Task, env: Environment, progress: Progress, forward: Col
     """(the project's pins without the toolchain, its sdist-only pins, the toolchain pins).
 
     The toolchain is resolved as of the task's date or the interpreter's floor (`TOOLCHAIN_FLOOR`),
-    whichever is later; an exact pin of pip, setuptools or wheel in `env.pins` replaces it.
+    whichever is later; an exact pin of pip, setuptools or wheel in `env.pins` replaces it. So are the
+    packages `env.pins` names without a version (the recipe's test tools, which the official harness
+    installs as of its image build): requests of 2012 is tested with a pytest that runs on Python 3.9.
 
     Raises:
         EnvironmentUnsupported: a resolution failed (uv's words in the reason).
@@ -177,7 +185,8 @@ def resolved_pins(task: Task, env: Environment, progress: Progress, forward: Col
     if env.requirements:
         requirements = [*env.requirements, *build_requires(task.repo_dir)]
     else:
-        declared = read_declarations(task.repo_dir, files=env.package_files)
+        declared = read_declarations(task.repo_dir, files=env.package_files,
+                                     any_requirements_file=env.any_requirements_file)
         for item in declared.unreadable:
             progress(f"{task.id}: not read: {item.origin}: {item.reason}")
         requirements = [*declared.texts(), *build_requires(task.repo_dir)]
@@ -188,7 +197,15 @@ def resolved_pins(task: Task, env: Environment, progress: Progress, forward: Col
         tools = resolve(list(TOOLCHAIN), task.python, cutoff, pins=ranges, progress=progress).pins
         if not requirements and not env.pins:
             return [], [], sorted(exact.get(_name(p), p) for p in tools if _name(p) in TOOLCHAIN)
-        result = resolve(requirements, task.python, as_of, pins=env.pins, forward=forward, leave_out=leave_out,
+        given = [*env.pins]
+        floor = TOOLCHAIN_FLOOR.get(task.python, "2021-01-01")
+        wanted = [p for p in env.pins if _name(p) not in TOOLCHAIN and not Requirement(p).specifier]
+        if wanted and exclude_newer(floor) > exclude_newer(as_of):
+            # the recipe's test tools and their dependencies as of the floor, taken as exact pins
+            ran = resolve(wanted, task.python, floor, pins=list(exact.values()), progress=progress).pins
+            taken = [p for p in ran if _name(p) not in exact and _name(p) not in TOOLCHAIN]
+            given = [p for p in env.pins if p not in wanted] + taken
+        result = resolve(requirements, task.python, as_of, pins=given, forward=forward, leave_out=leave_out,
                          progress=progress)
     except ResolveError as exc:
         raise EnvironmentUnsupported(task.id, f"the dependencies do not resolve offline-ready: {exc}") from exc

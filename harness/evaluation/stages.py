@@ -17,7 +17,7 @@ from typing import Any
 from harness import checks
 from harness.config import Config, Secrets
 from harness.core.task import Task
-from harness.environments.images import ensure_env_image, sandbox_image
+from harness.environments import ensure_env_image, ensure_environment_image, sandbox_image
 from harness.evaluation.grading import Grade, grade_patch
 from harness.evaluation.instances import Prediction
 from harness.evaluation.options import Cancelled, EvalOptions
@@ -25,6 +25,7 @@ from harness.evaluation.progress import Events
 from harness.evaluation.report import InstanceRecord, InstanceStatus
 from harness.models.factory import make_model
 from harness.session import run_session
+from sandbox.docker_client import client_or_default
 
 REFERENCE_MODELS = ("gold", "empty")
 
@@ -59,10 +60,17 @@ class Stages:
 
         if self.config.sandbox.image == "auto":
             self.events.stage(task.id, f"sandbox image for Python {task.python}")
-        base = sandbox_image(self.config, task.python, say)
+        base = sandbox_image(self.config, task.python, say, task=task)
+        if task.environment is not None:   # the shared environment (built, or waited for), then the instance
+            ensure_environment_image(task, base, client=client_or_default(None), progress=say)
+            record.durations["environment"] = round(time.monotonic() - t0, 3)
+        t1 = time.monotonic()
         image = ensure_env_image(task, base, progress=say,
                                  direct_references=self.options.allow_direct_references)
-        record.durations["environment"] = round(time.monotonic() - t0, 3)
+        if task.environment is not None:
+            record.durations["instance"] = round(time.monotonic() - t1, 3)
+        else:
+            record.durations["environment"] = round(time.monotonic() - t0, 3)
         return image
 
     def patch(self, task: Task, folder: Path, image: str, record: InstanceRecord) -> str | None:

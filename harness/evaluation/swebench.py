@@ -73,6 +73,8 @@ def environment_of(row: dict[str, Any], spec: Spec, python: str) -> Environment 
     created = row.get("created_at")
     return Environment(
         key=f"{spec.repo} {spec.version} py{python}", python_requested=spec.python_requested, pins=pins,
-        package_files=tuple(spec.package_files), as_of=str(created)[:10] if created else None,
+        package_files=tuple(spec.package_files), any_requirements_file=False,
+        as_of=str(created)[:10] if created else None,
         pre_install=tuple(spec.pre_install), apt_packages=tuple(spec.apt_packages), compiled=spec.compiled,
+        offline_blocker=spec.offline_blocker,
         test_env=tuple(sorted((k, v) for k, v in variables.items() if v is not None)))

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.sources import cache_dir
+from harness.core.task import Environment, Task
 from harness.environments.resolve import (
     Declarations,
     ResolveError,
@@ -24,6 +25,7 @@ from harness.environments.resolve import (
     run_uv,
     uv_binary,
 )
+from harness.environments.resolved import resolved_pins
 from harness.environments.wheelhouse import WheelhouseError
 from tests.approval.helpers import CountingServer
 from tests.evaluation.hostile_index import evil_sdist
@@ -284,6 +286,54 @@ def test_an_exact_pin_is_taken_whatever_its_date(tmp_path: Path) -> None:
     assert "mpmath==1.3.0" in result.pins and "sympy==1.7" in result.pins
     with pytest.raises(ResolveError):      # control: the same release as a range is cut off by the date
         resolve(["mpmath>=1.3"], "3.9", "2020-12-12", cache=tmp_path)
+
+
+def test_an_exact_pin_newer_than_the_date_with_only_an_sdist_gets_a_stand_in(tmp_path: Path) -> None:
+    # pytest 5.2's specification pins atomicwrites 1.4.1 (2022, sdist only) for an instance of 2019
+    result = resolve(["py>=1.5"], "3.9", "2019-10-01", pins=["atomicwrites==1.4.1"], cache=tmp_path)
+    assert "atomicwrites==1.4.1" in result.pins
+    assert [(s.name, s.version) for s in result.sdist_only] == [("atomicwrites", "1.4.1")]
+    with pytest.raises(ResolveError, match="exclude-newer"):   # control: as a range it is cut off by the date
+        resolve(["atomicwrites>=1.4.1"], "3.9", "2019-10-01", cache=tmp_path)
+
+
+def test_an_exact_pin_without_a_wheel_for_the_target_takes_the_first_of_its_series_with_one(tmp_path: Path) -> None:
+    # scikit-learn 0.2x's recipe pins numpy 1.19.2 (made for Python 3.6); its first cp39 wheel is 1.19.3
+    said: list[str] = []
+    result = resolve([], "3.9", "2019-06-01", pins=["numpy==1.19.2"], cache=tmp_path, progress=said.append)
+    assert result.pins == ("numpy==1.19.3",) and result.sdist_only == ()
+    assert any("numpy==1.19.2 has no wheel for Python 3.9" in s and "numpy==1.19.3" in s for s in said), said
+    kept = resolve([], "3.9", "2021-06-01", pins=["numpy==1.20.3"], cache=tmp_path)   # control: it has one
+    assert kept.pins == ("numpy==1.20.3",)
+
+
+def test_a_recipes_unversioned_test_tool_is_taken_no_older_than_the_interpreters_floor(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # psf/requests 0.14 (2012) is tested with `pytest -rA` on Python 3.9: pytest of 2012 has no `pytest`
+    # command and does not run on 3.9; the official harness installs a current pytest
+    setup_py = "from setuptools import setup\nsetup(install_requires=['chardet'])\n"
+    repo = tree(tmp_path / "requests", {"setup.py": setup_py, "requirements.txt": "rudolf2\n"})
+    env = Environment(key="psf/requests 0.14 py3.9", python_requested="3.9", pins=("pytest",), as_of="2012-10-01",
+                      any_requirements_file=False)
+    task = Task(id="psf__requests-863", problem_statement="", repo_dir=repo, python="3.9", environment=env)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    pins, sdists, toolchain = resolved_pins(task, env, lambda _: None)
+    pinned = dict(p.split("==") for p in pins) | {s.name: s.version for s in sdists}
+    assert pinned["pytest"].startswith("6.2") and pinned["chardet"].startswith(("1.", "2.")), pinned
+    assert "rudolf2" not in pinned and toolchain
+    old = resolve(["chardet"], "3.9", "2012-10-01", pins=["pytest"], cache=tmp_path)   # control: by the date
+    assert dict(p.split("==") for p in old.pins)["pytest"].startswith("2.")
+
+
+def test_only_the_listed_requirement_files_are_read_when_asked(tmp_path: Path) -> None:
+    # psf/requests 2.3: requirements.txt is the developers' (it names `rudolf2`, which does not exist);
+    # the official recipe installs the project and pytest, never that file
+    root = tree(tmp_path, {"requirements.txt": "rudolf2\npy==1.4.12\n", "requirements/ci.txt": "tox\n",
+                           "tests/requirements/py3.txt": "pytz\n",
+                           "setup.py": "from setuptools import setup\nsetup(install_requires=['chardet'])\n"})
+    listed = read_declarations(root, files=["tests/requirements/py3.txt"], any_requirements_file=False)
+    assert listed.texts() == ["pytz", "chardet"]
+    assert set(read_declarations(root).texts()) == {"rudolf2", "py==1.4.12", "tox", "chardet"}   # control
 
 
 def test_a_forward_package_takes_its_first_release_with_a_wheel_instead_of_an_sdist(tmp_path: Path) -> None:

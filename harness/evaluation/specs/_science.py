@@ -50,8 +50,13 @@ _QHULL_DOWNLOAD = (  # the official recipe fetches qhull into the checkout's bui
 )
 _TEX = ("texlive", "texlive-latex-extra", "texlive-fonts-recommended", "texlive-xetex", "texlive-luatex",
         "cm-super")
+_MPL_DOWNLOADS = (
+    "matplotlib 3.x downloads FreeType 2.6.1 (and, in this recipe, qhull from qhull.org) at build time; "
+    "neither source is on PyPI or the Debian mirror, and its image-comparison tests are calibrated to that "
+    "FreeType, so a system FreeType would fail them")
 _matplotlib = Spec(repo="matplotlib/matplotlib", version="", python="3.11", install=_EDITABLE,
                    test_cmd=_PYTEST, runner="pytest", parser="matplotlib", compiled=True,
+                   offline_blocker=_MPL_DOWNLOADS,
                    packages="requirements.txt",
                    package_files=("requirements/dev/dev-requirements.txt", "requirements/testing/travis_all.txt"),
                    system_setup=_QHULL_DOWNLOAD)
@@ -74,7 +79,7 @@ MATPLOTLIB: dict[Key, Spec] = {
     **for_versions(_matplotlib, ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "2.0", "2.1", "2.2"], python="3.5",
                    install="python setup.py build; python setup.py install", packages=(), package_files=(),
                    system_setup=(), pip_packages=("pytest",), apt_packages=("imagemagick", "ffmpeg"),
-                   tests_as_nonroot=True),
+                   tests_as_nonroot=True, offline_blocker=None),
 }
 
 _sklearn = Spec(repo="scikit-learn/scikit-learn", version="", python="3.6",

@@ -87,6 +87,8 @@ class Spec:
     """The official harness runs these tests as a non-root user."""
     cpus: int | None = None
     """The CPUs the official harness gives the test container, where it sets a number."""
+    offline_blocker: str | None = None
+    """Why this recipe cannot be followed offline (its instances are then `unsupported` with this reason)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "env", Env(self.env))
