@@ -8,7 +8,19 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from sandbox.images import BASE_LABEL, build_context, prune, stale_images
+import pytest
+
+from sandbox.errors import ImageError
+from sandbox.images import (
+    BASE_LABEL,
+    base_tag,
+    build_context,
+    current_tags,
+    extra_packages,
+    image_tag,
+    prune,
+    stale_images,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,3 +56,20 @@ def test_prune_removes_images_built_on_a_stale_sandbox_image_and_keeps_current_o
                 docker_client.images.remove(tag)
             except Exception:  # noqa: BLE001 - already removed by prune
                 pass
+
+
+def test_a_variant_with_more_debian_packages_is_current_while_its_sources_stand() -> None:
+    packages = ("build-essential", "pkg-config", "python3-dev")
+    variant = image_tag("3.9", "debootstrap", packages)
+    assert "-plus-" in variant and variant != image_tag("3.9", "debootstrap")
+    assert variant not in current_tags()                      # unknown until an image carries its labels
+    assert variant in current_tags([("3.9", " ".join(packages))])
+    assert base_tag("bullseye", packages) in current_tags([("3.9", " ".join(packages))])
+    assert image_tag("3.9", "debootstrap", packages[:2]) not in current_tags([("3.9", " ".join(packages))])
+
+
+def test_package_names_that_could_become_options_are_refused() -> None:
+    assert extra_packages(["python3-dev", "g++", "git", "python3-dev"]) == ("g++", "python3-dev")  # git: already in
+    for bad in ("--allow-unauthenticated", "-o=APT::X", "pkg;rm -rf /", "Foo", ""):
+        with pytest.raises(ImageError, match="Debian package name"):
+            extra_packages([bad])
