@@ -59,7 +59,21 @@ def has_source(row: dict[str, Any], repos: Path) -> bool:
     return probe.returncode == 0
 
 
-def sample(rows: list[dict[str, Any]], per_repo: int, compiled: int, only: list[str]) -> list[dict[str, Any]]:
+def complete(row: dict[str, Any], repos: Path) -> bool:
+    """The source of `row` can be extracted whole (a mirror may lack its largest blobs: pvlib's data files)."""
+    clone = repos / row["repo"].replace("/", "__")
+    if (repos / f"{row['instance_id']}.tar.gz").is_file() or not (clone / ".git").exists():
+        return True
+    probe = subprocess.run(["git", "-C", str(clone), "archive", "--format=tar", row["base_commit"]],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if probe.returncode != 0:
+        print(f"skipped {row['instance_id']}: its source in {clone} is incomplete "
+              f"({probe.stderr.strip().splitlines()[0] if probe.stderr.strip() else 'git archive failed'})")
+    return probe.returncode == 0
+
+
+def sample(rows: list[dict[str, Any]], per_repo: int, compiled: int, only: list[str],
+           repos: Path | None = None) -> list[dict[str, Any]]:
     """The first instances of each repository in dataset order: `per_repo` of a pure-Python one,
     `compiled` of a compiled one."""
     taken: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -68,7 +82,7 @@ def sample(rows: list[dict[str, Any]], per_repo: int, compiled: int, only: list[
         if only and repo not in only:
             continue
         cap = per_repo if repo in PURE else compiled if repo in COMPILED else 0
-        if len(taken[repo]) < cap:
+        if len(taken[repo]) < cap and (repos is None or complete(row, repos)):
             taken[repo].append(row)
     return [r for repo in sorted(taken) for r in taken[repo]]
 
@@ -208,7 +222,7 @@ def main() -> None:
     if args.published_only:
         published(args, args.out)
         return
-    chosen = sample(rows_with_sources(args.repos), args.per_repo, args.compiled, args.repo)
+    chosen = sample(rows_with_sources(args.repos), args.per_repo, args.compiled, args.repo, args.repos)
     instances = args.out / "sample.jsonl"
     instances.write_text("".join(json.dumps(r) + "\n" for r in chosen))
     print(f"sample: {len(chosen)} instances of {len({r['repo'] for r in chosen})} repositories -> {instances}")
