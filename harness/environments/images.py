@@ -40,6 +40,7 @@ from harness.environments.resolved import (
     ensure_instance_image,
     system_packages,
     tree_hash,
+    unsupported,
 )
 from harness.environments.venv import RECIPE_VERSION
 from harness.environments.wheelhouse import WheelhouseError, build_wheelhouse, checked
@@ -58,10 +59,13 @@ def sandbox_image(config: Config, python: str, progress: Progress = quiet, task:
     needs (a variant; see `resolved.system_packages`).
 
     Raises:
-        EnvironmentUnsupported: the variant with the recipe's packages could not be made (the mirror does
+        EnvironmentUnsupported: the recipe cannot be followed offline (`resolved.unsupported`, checked
+            first), or the variant with the recipe's packages could not be made (the mirror does
             not have one of them, say); the reason holds the build's words.
         ImageError: the sandbox image itself could not be built.
     """
+    if task is not None and task.environment is not None:
+        unsupported(task.id, task.environment)     # before building anything for it
     if config.sandbox.image != "auto":
         return config.sandbox.image
     packages = system_packages(task.environment) if task is not None else ()

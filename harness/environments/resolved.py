@@ -107,11 +107,11 @@ def ensure_environment_image(task: Task, base_image: str, *, client: docker.Dock
     known = {_name(s.name) for s in sdists} & failed_sdists(task.python)
     if known:          # they did not build before: take their first releases with a wheel straight away
         forward |= known
-        pins, sdists, toolchain = resolved_pins(task, env, progress, forward=forward)
+        pins, sdists, toolchain = _forward_or_leave_out(task, env, progress, forward, leave_out)
     for _ in range(3):
         try:
             return ensure_environment(task, env, base_image, pins, sdists, toolchain, client=client,
-                                      progress=progress)
+                                      progress=progress, build_wheels=build_only_wheels(task, env, pins, progress))
         except SdistsDidNotBuild as exc:
             remember_failed_sdists(task.python, exc.packages)
             again = exc.packages & forward         # no later release with a wheel helped: leave them out
@@ -123,9 +123,49 @@ def ensure_environment_image(task: Task, base_image: str, *, client: docker.Dock
                      + (f"with the first releases of {sorted(exc.packages - again)} that have a wheel for Python "
                         f"{task.python}" if exc.packages - again else "")
                      + (f"; leaving out {sorted(again)} (optional test dependencies)" if again else ""))
-            pins, sdists, toolchain = resolved_pins(task, env, progress, forward=forward, leave_out=leave_out)
+            pins, sdists, toolchain = _forward_or_leave_out(task, env, progress, forward, leave_out)
     raise EnvironmentUnsupported(task.id, f"source-only releases still do not build offline after taking later "
                                           f"releases of {sorted(forward)} and leaving out {sorted(leave_out)}")
+
+
+def _forward_or_leave_out(task: Task, env: Environment, progress: Progress, forward: set[str],
+                          leave_out: set[str]) -> tuple[list[str], list[SdistOnly], list[str]]:
+    """`resolved_pins` with `forward` and `leave_out`; when a forward package's later release does not fit
+    the rest of the date (maxminddb 2.5 requires a setuptools of 2023), it is left out instead, unless the
+    recipe pins it (both sets are updated in place)."""
+    try:
+        return resolved_pins(task, env, progress, forward=forward, leave_out=leave_out)
+    except EnvironmentUnsupported as exc:
+        misfits = {n for n in forward - pinned_packages(env)
+                   if re.search(rf"(?<![\w.-]){re.escape(n)}(?![\w.-])", exc.reason, re.IGNORECASE)}
+        if not misfits:
+            raise
+        progress(f"{task.id}: the first releases of {sorted(misfits)} with a wheel for Python {task.python} do not "
+                 "resolve with the rest as of the date; leaving them out (optional test dependencies)")
+        forward -= misfits
+        leave_out |= misfits
+        return resolved_pins(task, env, progress, forward=forward, leave_out=leave_out)
+
+
+def build_only_wheels(task: Task, env: Environment, pins: list[str], progress: Progress) -> list[str]:
+    """Pins of the project's build requirements ([build-system].requires) resolved on their own, where they
+    differ from `pins`: wheels the isolated build of `pip install` takes from the wheelhouse but the venv
+    does not get (astropy builds against `oldest-supported-numpy`'s numpy 1.19.3 and runs on 1.25.2)."""
+    requires = build_requires(task.repo_dir)
+    if not requires:
+        return []
+    as_of = env.as_of or datetime.now(UTC).strftime("%Y-%m-%d")
+    try:
+        result = resolve(requires, task.python, as_of, progress=progress)
+    except ResolveError as exc:
+        progress(f"{task.id}: the build requirements {requires} do not resolve on their own ({exc.said or exc}); "
+                 "the isolated build gets only the environment's wheels")
+        return []
+    if result.sdist_only:
+        progress(f"{task.id}: build requirement(s) {[s.name for s in result.sdist_only]} have only sdists; the "
+                 "isolated build gets only the environment's wheels for them")
+    have = set(pins)
+    return [p for p in result.pins if p not in have]
 
 
 def pinned_packages(env: Environment) -> set[str]:
@@ -237,8 +277,10 @@ def _name(requirement: str) -> str:
 
 
 def ensure_environment(task: Task, env: Environment, base_image: str, pins: list[str], sdists: list[SdistOnly],
-                       toolchain: list[str], *, client: docker.DockerClient, progress: Progress = quiet) -> str:
+                       toolchain: list[str], *, client: docker.DockerClient, progress: Progress = quiet,
+                       build_wheels: list[str] | None = None) -> str:
     """The tag of the environment image for these pins, built if missing (shared by every task of them).
+    `build_wheels` are put in the wheelhouse only (for the project's isolated build), never installed.
 
     Raises:
         EnvironmentUnsupported: an sdist did not build into a wheel offline.
@@ -248,7 +290,7 @@ def ensure_environment(task: Task, env: Environment, base_image: str, pins: list
              "requirements.txt": "".join(p + "\n" for p in [*pins, *(f"{s.name}=={s.version}" for s in sdists)]),
              "wheel-requirements.txt": "".join(p + "\n" for p in pins),
              "make-venv.sh": MAKE_VENV, "link-scripts.sh": LINK_SCRIPTS, "build-sdists.sh": BUILD_SDISTS,
-             "install-deps.sh": INSTALL_DEPS}
+             "install-deps.sh": INSTALL_DEPS, "build-wheels.txt": "".join(p + "\n" for p in build_wheels or [])}
     h = hashlib.sha256(json.dumps([RECIPE_VERSION, base_image, task.python, env.key, env_dockerfile(
         sdists=bool(sdists), labels={}), files, [(s.filename, s.sha256) for s in sdists]]).encode())
     digest = h.hexdigest()[:16]
@@ -268,12 +310,18 @@ def ensure_environment(task: Task, env: Environment, base_image: str, pins: list
                 (ctx / "env" / name).write_text(text)
             try:
                 wheels = pinned_wheelhouse([*pins, *toolchain], task.python, progress)
+                # apart: a name may be there twice (numpy for the build and for the venv), which one pip
+                # download refuses
+                extra = pinned_wheelhouse(build_wheels, task.python, progress) if build_wheels else None
                 for sdist in sdists:
                     download_sdist(sdist.url, sdist.filename, sdist.sha256, ctx / "sdists", progress)
             except WheelhouseError as exc:
                 raise EnvironmentUnsupported(task.id, f"the environment's files could not be downloaded: {exc}") \
                     from exc
             shutil.copytree(wheels, ctx / "env" / "wheels", ignore=shutil.ignore_patterns(".complete"))
+            if extra is not None:
+                shutil.copytree(extra, ctx / "env" / "wheels", ignore=shutil.ignore_patterns(".complete"),
+                                dirs_exist_ok=True)
             (ctx / "Dockerfile").write_text(env_dockerfile(sdists=bool(sdists), labels=labels))
             try:
                 build_context(client, ctx, tag, labels={}, progress=progress, buildargs={"BASE_IMAGE": base_image})

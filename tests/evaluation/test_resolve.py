@@ -15,6 +15,7 @@ import pytest
 
 from harness.core.sources import cache_dir
 from harness.core.task import Environment, Task
+from harness.environments.errors import EnvironmentUnsupported
 from harness.environments.resolve import (
     Declarations,
     ResolveError,
@@ -25,7 +26,7 @@ from harness.environments.resolve import (
     run_uv,
     uv_binary,
 )
-from harness.environments.resolved import resolved_pins
+from harness.environments.resolved import _forward_or_leave_out, build_only_wheels, resolved_pins
 from harness.environments.wheelhouse import WheelhouseError
 from tests.approval.helpers import CountingServer
 from tests.evaluation.hostile_index import evil_sdist
@@ -323,6 +324,35 @@ def test_a_recipes_unversioned_test_tool_is_taken_no_older_than_the_interpreters
     assert "rudolf2" not in pinned and toolchain
     old = resolve(["chardet"], "3.9", "2012-10-01", pins=["pytest"], cache=tmp_path)   # control: by the date
     assert dict(p.split("==") for p in old.pins)["pytest"].startswith("2.")
+
+
+def test_a_forward_release_that_does_not_fit_the_date_is_left_out(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # django 3.0 (May 2019) on 3.9: maxminddb's sdists did not build, its first cp39 wheel (2.5.0) requires a
+    # setuptools of 2023 while the recipe's setuptools is as of the date: geoip2's maxminddb is left out
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    env = Environment(key="k", python_requested="3.6", as_of="2019-05-27", requirements=("geoip2", "setuptools"))
+    task = Task(id="django__django-11422", problem_statement="", repo_dir=tmp_path, python="3.9", environment=env)
+    said: list[str] = []
+    forward, leave_out = {"maxminddb"}, set[str]()
+    with pytest.raises(EnvironmentUnsupported, match="maxminddb"):   # control: forward alone does not resolve
+        resolved_pins(task, env, said.append, forward=forward)
+    pins, _, _ = _forward_or_leave_out(task, env, said.append, forward, leave_out)
+    assert leave_out == {"maxminddb"} and not forward
+    assert any(p.startswith("geoip2==") for p in pins) and not any(p.startswith("maxminddb") for p in pins)
+    assert any("leaving them out" in s for s in said), said
+
+
+def test_build_requirements_resolved_on_their_own_add_wheels_the_venv_does_not_get(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # astropy 4.3 builds against oldest-supported-numpy (numpy 1.19.3 on 3.9) and its recipe runs numpy 1.25.2
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    repo = tree(tmp_path / "astropy", {"pyproject.toml": "[build-system]\nrequires = [\"oldest-supported-numpy\"]\n"})
+    env = Environment(key="k", python_requested="3.9", pins=("numpy==1.25.2",), as_of="2021-06-01")
+    task = Task(id="astropy__astropy-12907", problem_statement="", repo_dir=repo, python="3.9", environment=env)
+    extra = build_only_wheels(task, env, ["numpy==1.25.2"], lambda _: None)
+    assert "numpy==1.19.3" in extra and any(p.startswith("oldest-supported-numpy==") for p in extra)
+    assert build_only_wheels(task, env, extra, lambda _: None) == []     # control: nothing differs
 
 
 def test_only_the_listed_requirement_files_are_read_when_asked(tmp_path: Path) -> None:

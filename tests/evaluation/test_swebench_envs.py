@@ -213,6 +213,12 @@ def test_unsupported_recipes_say_what_is_missing(tmp_path):
     with pytest.raises(EnvironmentUnsupported, match="no-such-package-zz") as caught:
         sandbox_image(Config(), "3.9", task=missing)
     assert "could not be made offline" in str(caught.value)
+    # a blocked recipe is refused before anything is built for it (matplotlib's texlive base is 1.7 GB)
+    both = dataclasses.replace(missing, environment=dataclasses.replace(
+        missing.environment, offline_blocker="it downloads FreeType at build"))
+    with pytest.raises(EnvironmentUnsupported, match="FreeType") as blocked_first:
+        sandbox_image(Config(), "3.9", task=both)
+    assert "could not be made offline" not in str(blocked_first.value)   # the variant was never tried
     repo = tmp_path / "repo"
     repo.mkdir()
     # a resolution that fails (no such release) is unsupported, with uv's words
