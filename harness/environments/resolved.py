@@ -290,7 +290,9 @@ def ensure_environment(task: Task, env: Environment, base_image: str, pins: list
              "requirements.txt": "".join(p + "\n" for p in [*pins, *(f"{s.name}=={s.version}" for s in sdists)]),
              "wheel-requirements.txt": "".join(p + "\n" for p in pins),
              "make-venv.sh": MAKE_VENV, "link-scripts.sh": LINK_SCRIPTS, "build-sdists.sh": BUILD_SDISTS,
-             "install-deps.sh": INSTALL_DEPS, "build-wheels.txt": "".join(p + "\n" for p in build_wheels or [])}
+             "install-deps.sh": INSTALL_DEPS}
+    if build_wheels:   # only then: the images of environments without them keep their tags
+        files["build-wheels.txt"] = "".join(p + "\n" for p in build_wheels)
     h = hashlib.sha256(json.dumps([RECIPE_VERSION, base_image, task.python, env.key, env_dockerfile(
         sdists=bool(sdists), labels={}), files, [(s.filename, s.sha256) for s in sdists]]).encode())
     digest = h.hexdigest()[:16]
