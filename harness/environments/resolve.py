@@ -404,6 +404,8 @@ def resolve(requirements: Sequence[str], python: str, as_of: datetime | date | s
     Pillow, cffi of before the interpreter existed). A package of `leave_out` is not installed at all,
     whoever requires it (for optional test dependencies that never had a wheel for the target and do
     not build offline).
+    When nothing resolves as of `as_of` and an exact pin is newer, the resolution is made as of the
+    newest exact pin's release instead (its `exclude_newer` says so): its dependencies may be newer than the date.
     The same inputs give the result cached under `cache` (default cache_dir()/resolutions) without uv.
 
     Raises:
@@ -425,9 +427,44 @@ def resolve(requirements: Sequence[str], python: str, as_of: datetime | date | s
     if hit is not None:
         return hit
     progress(f"resolving {len(reqs) + len(given)} requirement(s) for Python {python} as of {cutoff} with uv")
-    result = _Resolver(reqs, given, python, plat, cutoff, index_url, runner or run_uv, progress, ahead, dropped).run()
+    try:
+        result = _Resolver(reqs, given, python, plat, cutoff, index_url, runner or run_uv, progress, ahead,
+                           dropped).run()
+    except ResolveError:
+        # the recipe pins releases newer than the date (xarray's dask 2022.8.1 for a 2019 instance), whose own
+        # dependencies are newer still: the environment cannot be older than the newest release it must hold
+        newest = _newest_exact_pin(reqs + given, index_url)
+        if newest is None or newest <= cutoff:
+            raise
+        progress(f"resolve: nothing resolves as of {cutoff[:10]} with the exact pins, the newest of which was "
+                 f"released {newest[:10]}; resolving as of then")
+        result = _Resolver(reqs, given, python, plat, newest, index_url, runner or run_uv, progress, ahead,
+                           dropped).run()
     checks.write_file(path, json.dumps(asdict(result), indent=1) + "\n")
     return result
+
+
+def _newest_exact_pin(requirements: Sequence[str], index_url: str) -> str | None:
+    """The upload instant (as `exclude_newer` gives it, a day later) of the newest release among the exact
+    pins (``name==1.2``) of `requirements`, or None when there is none."""
+    newest: str | None = None
+    for text in requirements:
+        if not re.fullmatch(r"[A-Za-z0-9._-]+==[^,;\s*]+", text.strip()):
+            continue
+        name, version = _split_pin(text)
+        for f in _index_files(index_url, name):
+            uploaded = f.get("upload-time")
+            if isinstance(uploaded, str) and _file_version(str(f.get("filename", ""))) == _version(version):
+                when = exclude_newer(uploaded[:10])
+                newest = when if newest is None or when > newest else newest
+    return newest
+
+
+def _version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
 
 
 def exclude_newer(as_of: datetime | date | str) -> str:
@@ -492,7 +529,7 @@ class _Resolver:
         self.forward = set(forward)
         self.leave_out = sorted(leave_out)
         # per-package cutoffs: exact pins whatever their date, forward packages up to their first wheel
-        self.later: dict[str, str] = {_split_pin(p)[0]: PIN_CUTOFF for p in given
+        self.later: dict[str, str] = {_split_pin(p)[0]: PIN_CUTOFF for p in [*reqs, *given]
                                       if re.fullmatch(r"[A-Za-z0-9._-]+==[^,;\s*]+", p.strip())}
         self.standins: dict[tuple[str, str], SdistOnly] = {}
         self.offered: dict[str, list[tuple[Version, dict[str, Any]]]] = {}   # name: its source-only releases

@@ -225,7 +225,7 @@ def resolved_pins(task: Task, env: Environment, progress: Progress, forward: Col
     if env.requirements:
         requirements = [*env.requirements, *build_requires(task.repo_dir)]
     else:
-        declared = read_declarations(task.repo_dir, files=env.package_files,
+        declared = read_declarations(task.repo_dir, files=env.package_files, extras=env.extras,
                                      any_requirements_file=env.any_requirements_file)
         for item in declared.unreadable:
             progress(f"{task.id}: not read: {item.origin}: {item.reason}")

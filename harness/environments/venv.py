@@ -160,12 +160,18 @@ def run(script, log):
 
 
 def top_level_names():
-    names = []
+    names, own = [], []
     for base in (WORK, os.path.join(WORK, "src")):
         for entry in sorted(os.listdir(base)) if os.path.isdir(base) else []:
             top = os.path.join(base, entry, "top_level.txt")
             if entry.endswith(".egg-info") and os.path.isfile(top):
-                names += [n.strip() for n in open(top).read().split() if n.strip()]
+                listed = [n.strip() for n in open(top).read().split() if n.strip()]
+                names += listed
+                # the distribution's own package, when listed, is the one to import: others may be shims
+                # that raise ImportError on purpose (pydicom 1.x's `dicom`)
+                own += [n for n in listed if n.lower() == entry[:-len(".egg-info")].lower().replace("-", "_")]
+    if own:
+        return sorted(set(own))
     if names:
         return sorted(set(n for n in names if n.isidentifier()))
     skip = {{"tests", "test", "testing", "docs", "doc", "examples", "benchmarks", "scripts", "tools", "bin"}}

@@ -19,6 +19,7 @@ row with `requirements` is pinned by hand and gets no resolved environment.
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Any
 
@@ -61,6 +62,12 @@ def completed_meta(row: dict[str, Any], meta: dict[str, Any], spec: Spec) -> dic
     return out
 
 
+def install_extras(install: str) -> tuple[str, ...]:
+    """The extras an install command asks of the project itself: `pip install -e .[test]` -> ("test",)."""
+    found = re.findall(r"(?<![\w/])\.\[([A-Za-z0-9_.,-]+)\]", install)
+    return tuple(sorted({e.strip() for group in found for e in group.split(",") if e.strip()}))
+
+
 def environment_of(row: dict[str, Any], spec: Spec, python: str) -> Environment | None:
     """The resolved environment of a row (None when the row pins its requirements by hand)."""
     if row.get("requirements") is not None:
@@ -76,5 +83,5 @@ def environment_of(row: dict[str, Any], spec: Spec, python: str) -> Environment 
         package_files=tuple(spec.package_files), any_requirements_file=False,
         as_of=str(created)[:10] if created else None,
         pre_install=tuple(spec.pre_install), apt_packages=tuple(spec.apt_packages), compiled=spec.compiled,
-        offline_blocker=spec.offline_blocker,
+        offline_blocker=spec.offline_blocker, extras=install_extras(spec.install),
         test_env=tuple(sorted((k, v) for k, v in variables.items() if v is not None)))

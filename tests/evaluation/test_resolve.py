@@ -355,6 +355,23 @@ def test_build_requirements_resolved_on_their_own_add_wheels_the_venv_does_not_g
     assert build_only_wheels(task, env, extra, lambda _: None) == []     # control: nothing differs
 
 
+def test_pins_whose_dependencies_are_newer_than_the_date_move_the_date_to_the_newest_pin(tmp_path: Path) -> None:
+    # xarray's recipe pins dask 2022.8.1 (which needs fsspec >= 0.6, of October 2019) and pandas 1.5.3
+    # (January 2023) for an instance of 2019-10-01
+    said: list[str] = []
+    result = resolve(["numpy>=1.14", "pandas>=0.24"], "3.9", "2019-10-01", cache=tmp_path, progress=said.append,
+                     pins=["dask==2022.8.1", "numpy==1.23.0", "pandas==1.5.3"])
+    assert {"dask==2022.8.1", "numpy==1.23.0", "pandas==1.5.3"} <= set(result.pins)
+    assert result.exclude_newer.startswith("2023-01"), result.exclude_newer
+    assert any("resolving as of then" in s for s in said), said
+
+
+def test_an_exact_pin_among_the_projects_own_requirements_is_taken_whatever_its_date(tmp_path: Path) -> None:
+    # pylint 2.15's requirements_test_min.txt pins astroid 2.12.2, released eight days after the instance
+    result = resolve(["astroid==2.12.2"], "3.9", "2022-07-03", cache=tmp_path)
+    assert "astroid==2.12.2" in result.pins and result.exclude_newer.startswith("2022-07-04")
+
+
 def test_only_the_listed_requirement_files_are_read_when_asked(tmp_path: Path) -> None:
     # psf/requests 2.3: requirements.txt is the developers' (it names `rudolf2`, which does not exist);
     # the official recipe installs the project and pytest, never that file

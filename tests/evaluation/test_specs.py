@@ -22,6 +22,7 @@ from harness.evaluation.specs import (
     spec_for,
     versions_of,
 )
+from harness.evaluation.swebench import environment_of, install_extras
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "swebench"
 
@@ -191,3 +192,13 @@ def test_a_spec_env_cannot_change_in_place_and_survives_pickle_copy_and_json() -
     changed = dataclasses.replace(spec, env={"A": "1"})
     assert dict(changed.env) == {"A": "1"} and dict(spec.env) != {"A": "1"}
     assert hash(spec) == hash(copy.deepcopy(spec))
+
+
+def test_the_extras_an_install_command_asks_of_the_project_are_read_with_its_declarations() -> None:
+    assert install_extras(spec_for("mwaskom/seaborn", "0.12").install) == ("dev",)   # flake8 etc. are dev extras
+    assert install_extras(spec_for("astropy/astropy", "4.3").install) == ("test",)
+    assert install_extras('python -m pip install --no-build-isolation -e ".[dev,doc]"') == ("dev", "doc")
+    assert install_extras(spec_for("django/django", "3.0").install) == ()
+    assert install_extras("pip install ./vendor/x.[a]") == ()     # another project's extras, not this one's
+    assert environment_of({"repo": "mwaskom/seaborn", "version": "0.12"}, spec_for("mwaskom/seaborn", "0.12"),
+                          "3.9").extras == ("dev",)
