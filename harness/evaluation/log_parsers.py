@@ -25,8 +25,10 @@ pvlib, pyvista, sqlfluff, xarray -> pytest; pydicom, requests, pylint -> pytest_
 sphinx -> pytest_v2. The official registry's key is ``parse_log_<name>``.
 
 Lines are split on ``\\n`` only (a ``\\r`` stays in its line), and the last line about a test wins.
-One departure: a bare ``FAIL:`` or ``ERROR:`` line in a django log, on which the official parser
-raises IndexError, is skipped here.
+Two departures: a bare ``FAIL:`` or ``ERROR:`` line in a django log, on which the official parser
+raises IndexError, is skipped here; and a django test printed as its name alone, then a docstring line
+with the status (Python 3.9 prints docstrings that start with a newline, 3.8 did not), gets the status
+under its name too (`parse_django`).
 """
 
 from __future__ import annotations
@@ -201,17 +203,32 @@ _DJANGO_INTERRUPTED = tuple(re.compile(p, re.MULTILINE) for p in (
 ))
 
 
+_DJANGO_NAME = re.compile(r"test\w* \([\w.]+\)")
+
+
 def parse_django(log: str) -> dict[str, str]:
-    """django ``tests/runtests.py --verbosity 2`` output."""
+    """django ``tests/runtests.py --verbosity 2`` output.
+
+    One addition to the official parser: a test whose docstring starts with a newline prints its name
+    alone and its status after the docstring's first line on Python 3.9 (``shortDescription`` strips
+    the docstring first since 3.9, bpo-39450), where the interpreters the published lists were made with
+    (3.8 and older) printed ``name ... ok`` on one line; the status is given to the name too."""
     results: dict[str, str] = {}
     last_started: str | None = None
+    named: str | None = None      # the previous line, when it was a test's name alone
     for raw in log.split("\n"):
         line = raw.strip()
         if _DJANGO_VERSION_TEST in line:
             results[_DJANGO_VERSION_TEST] = TestStatus.PASSED.value
         if " ... " in line:
             last_started = line.split(" ... ")[0]
+        before = dict(results)
         _django_line(line, results)
+        if named is not None and " ... " in line:
+            described = line.split(" ... ")[0]
+            if results.get(described) is not None and results.get(described) != before.get(described):
+                results[named] = results[described]
+        named = line if _DJANGO_NAME.fullmatch(line) else None
         if line.startswith("ok") and last_started is not None:
             results[last_started] = TestStatus.PASSED.value
     for pattern in _DJANGO_INTERRUPTED:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from harness.errors import TaskError
-from harness.evaluation.log_parsers import PARSERS, UnknownParserError, parse_log
+from harness.evaluation.log_parsers import PARSERS, UnknownParserError, parse_django, parse_log
 from harness.evaluation.testlog import judge
 
 LOGS = Path(__file__).parent / "data" / "logs"
@@ -272,3 +272,20 @@ def test_unknown_parser_is_a_task_error_that_lists_the_known_ones() -> None:
     assert isinstance(caught.value, TaskError) and caught.value.name == "nose"
     assert "'nose'" in str(caught.value) and "django" in str(caught.value) and "sympy" in str(caught.value)
     assert parse_log("django", "") == {}      # positive control: a known name parses
+
+
+def test_django_test_whose_docstring_starts_with_a_newline_is_also_passed_under_its_name() -> None:
+    # django 3.0's autoreload tests on Python 3.9 (django__django-11422); the published PASS_TO_PASS names
+    # them as Python 3.6 printed them, on one line
+    log = ("test_common_roots (utils_tests.test_autoreload.TestCommonRoots) ... ok\n"
+           "test_check_errors (utils_tests.test_autoreload.TestIterModulesAndFiles)\n"
+           "When a file containing an error is imported in a function wrapped by ... ok\n"
+           "test_file_added (utils_tests.test_autoreload.TestIterModulesAndFiles)\n"
+           "When a file is added, it's returned by iter_all_python_module_files(). ... FAIL\n"
+           "test_main_module_is_resolved (utils_tests.test_autoreload.TestIterModulesAndFiles) ... ok\n")
+    got = parse_django(log)
+    assert got["test_check_errors (utils_tests.test_autoreload.TestIterModulesAndFiles)"] == "PASSED"
+    assert got["When a file containing an error is imported in a function wrapped by"] == "PASSED"   # as official
+    assert got["test_file_added (utils_tests.test_autoreload.TestIterModulesAndFiles)"] == "FAILED"
+    assert got["test_main_module_is_resolved (utils_tests.test_autoreload.TestIterModulesAndFiles)"] == "PASSED"
+    assert len(got) == 6
