@@ -144,8 +144,9 @@ def read_declarations(root: Path, *, extras: Collection[str] = (), files: Sequen
     """The requirements declared in the source tree at `root`, read as text and never executed:
     `requirements*.txt` and `requirements/*.txt` (only `files` when not `any_requirements_file`), plus
     `files` (paths relative to `root`), with their `-r` includes inside the tree, setup.cfg `[options]
-    install_requires`, pyproject.toml `[project] dependencies` and setup.py's `setup(install_requires=...)`
-    when it is a literal or a module-level literal list; the extras named in `extras` from each.
+    install_requires` and `setup_requires` (setuptools fetches those at install: offline they must be in
+    the wheelhouse), pyproject.toml `[project] dependencies` and setup.py's `setup(install_requires=...,
+    setup_requires=...)` when literal or module-level literal lists; the extras named in `extras` from each.
     Whatever is not read is in `unreadable`."""
     found = _Found(Path(root))
     rels: list[str] = []
@@ -238,8 +239,9 @@ def _setup_cfg(found: _Found, extras: set[str]) -> None:
     except configparser.Error as exc:
         found.unreadable.append(Unreadable("setup.cfg", f"not an ini file: {str(exc).splitlines()[0]}"))
         return
-    if parser.has_option("options", "install_requires"):
-        _cfg_list(found, parser.get("options", "install_requires"), "setup.cfg [options] install_requires")
+    for key in ("install_requires", "setup_requires"):   # setup_requires: fetched by setuptools at install
+        if parser.has_option("options", key):
+            _cfg_list(found, parser.get("options", key), f"setup.cfg [options] {key}")
     if parser.has_section("options.extras_require"):
         for key, value in parser.items("options.extras_require"):
             if canonicalize_name(key) in extras:
@@ -313,8 +315,9 @@ def _setup_py(found: _Found, extras: set[str]) -> None:
     if None in keywords:
         found.unreadable.append(Unreadable("setup.py", f"setup(**...) at line {calls[0].lineno}: not statically "
                                                        "readable; its install_requires may be missed"))
-    if "install_requires" in keywords:
-        _py_list(found, keywords["install_requires"], names, "setup.py install_requires")
+    for listed in ("install_requires", "setup_requires"):
+        if listed in keywords:
+            _py_list(found, keywords[listed], names, f"setup.py {listed}")
     extra_node = keywords.get("extras_require")
     if extras and isinstance(extra_node, ast.Name):
         extra_node = names.get(extra_node.id, extra_node)

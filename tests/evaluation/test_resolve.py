@@ -92,6 +92,17 @@ def test_hostile_shapes_of_pyproject_and_setup_py_are_reported_not_raised(tmp_pa
     assert {u.origin for u in found.unreadable} == {"setup.py", "setup.cfg [options] install_requires"}
 
 
+def test_setup_requires_are_read_because_setuptools_fetches_them_at_install(tmp_path: Path) -> None:
+    # xarray 0.16's setup.cfg: `setup_requires = setuptools >= 41.2, setuptools_scm`; offline, setuptools
+    # can only fetch them from the wheelhouse
+    root = tree(tmp_path, {"setup.cfg": "[options]\ninstall_requires = numpy\nsetup_requires =\n"
+                                        "    setuptools >= 41.2\n    setuptools_scm\n",
+                           "setup.py": "from setuptools import setup\nsetup(setup_requires=['cython'])\n"})
+    assert origins(read_declarations(root)) == {
+        "numpy": "setup.cfg [options] install_requires", "setuptools>=41.2": "setup.cfg [options] setup_requires",
+        "setuptools_scm": "setup.cfg [options] setup_requires", "cython": "setup.py setup_requires"}
+
+
 def test_setup_cfg_install_requires_and_extras_only_when_asked(tmp_path: Path) -> None:
     root = tree(tmp_path, {"setup.cfg": "[metadata]\nname = x\n[options]\ninstall_requires =\n    attrs>=19\n"
                                         "    importlib-metadata; python_version < \"3.8\"\n"
