@@ -58,6 +58,7 @@ class Environment:
     compiled: bool = False                     # the install compiles extensions (needs a C toolchain)
     offline_blocker: str | None = None         # why the official recipe cannot be followed offline, if so
     extras: tuple[str, ...] = ()               # the project's extras the install asks for (`.[dev]`)
+    cpus: int | None = None                    # CPUs the tests are graded with (pylint skips tests on one)
     test_env: tuple[tuple[str, str], ...] = ()  # environment variables the tests run with
     requirements: tuple[str, ...] = ()         # when given: the project's requirements, its files not read
     any_requirements_file: bool = True         # False: of requirement files, only `package_files` (as the

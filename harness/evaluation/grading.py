@@ -22,6 +22,7 @@ flagged flaky (and counts as resolved only if every run resolved it).
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import uuid
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from harness.core.sources import GIT_APPLY, GIT_IDENTITY, GNU_PATCH, PatchOutcom
 from harness.core.task import Task
 from harness.evaluation.log_parsers import parse_log
 from harness.evaluation.testlog import TestsVerdict, judge
-from sandbox.api import WORKDIR, Sandbox, SandboxSpec
+from sandbox.api import WORKDIR, Limits, Sandbox, SandboxSpec
 from sandbox.docker_sandbox import DockerSandbox
 from sandbox.errors import SandboxError
 
@@ -120,8 +121,12 @@ def grade_patch(task: Task, model_patch: str | None, image: str, *, runs: int = 
         sandbox.errors.SandboxError: Docker failed (an infrastructure error).
     """
     grade = Grade(patch_exists=model_patch is not None)
+    # the official harness does not limit the test container's CPUs; where a spec says its tests need
+    # several (pylint skips its multiprocessing tests on one), the grading sandbox gets them, up to the host's
+    wanted = task.environment.cpus if task.environment is not None else None
+    limits = Limits(cpus=float(max(1, min(wanted, os.cpu_count() or 1)))) if wanted else Limits()
     for number in range(max(1, runs)):
-        spec = SandboxSpec(image=image, session=f"grade-{task.id}-{uuid.uuid4().hex[:6]}",
+        spec = SandboxSpec(image=image, session=f"grade-{task.id}-{uuid.uuid4().hex[:6]}", limits=limits,
                            project_dir=task.repo_dir, labels={"harness.kind": "grading", **(labels or {})})
         with DockerSandbox(spec) as box:
             outcome = prepare_tree(box, task, model_patch or "")

@@ -83,5 +83,5 @@ def environment_of(row: dict[str, Any], spec: Spec, python: str) -> Environment 
         package_files=tuple(spec.package_files), any_requirements_file=False,
         as_of=str(created)[:10] if created else None,
         pre_install=tuple(spec.pre_install), apt_packages=tuple(spec.apt_packages), compiled=spec.compiled,
-        offline_blocker=spec.offline_blocker, extras=install_extras(spec.install),
+        offline_blocker=spec.offline_blocker, extras=install_extras(spec.install), cpus=spec.cpus,
         test_env=tuple(sorted((k, v) for k, v in variables.items() if v is not None)))

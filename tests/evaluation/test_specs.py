@@ -202,3 +202,11 @@ def test_the_extras_an_install_command_asks_of_the_project_are_read_with_its_dec
     assert install_extras("pip install ./vendor/x.[a]") == ()     # another project's extras, not this one's
     assert environment_of({"repo": "mwaskom/seaborn", "version": "0.12"}, spec_for("mwaskom/seaborn", "0.12"),
                           "3.9").extras == ("dev",)
+
+
+def test_the_cpus_a_spec_grades_with_reach_the_environment() -> None:
+    # pylint 2.15 skips its multiprocessing tests ("Need 2 or more cores") that PASS_TO_PASS lists
+    assert environment_of({"repo": "pylint-dev/pylint", "version": "2.15"}, spec_for("pylint-dev/pylint", "2.15"),
+                          "3.9").cpus == 2
+    assert environment_of({"repo": "django/django", "version": "3.0"}, spec_for("django/django", "3.0"),
+                          "3.9").cpus is None
