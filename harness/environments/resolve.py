@@ -27,6 +27,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import shutil
 import stat
 import subprocess
@@ -140,15 +141,17 @@ class Resolution:
 # -- reading the declarations ---------------------------------------------------------------------------
 
 def read_declarations(root: Path, *, extras: Collection[str] = (), files: Sequence[str] = (),
-                      any_requirements_file: bool = True) -> Declarations:
+                      any_requirements_file: bool = True, edits: Sequence[str] = ()) -> Declarations:
     """The requirements declared in the source tree at `root`, read as text and never executed:
     `requirements*.txt` and `requirements/*.txt` (only `files` when not `any_requirements_file`), plus
     `files` (paths relative to `root`), with their `-r` includes inside the tree, setup.cfg `[options]
     install_requires` and `setup_requires` (setuptools fetches those at install: offline they must be in
     the wheelhouse), pyproject.toml `[project] dependencies` and setup.py's `setup(install_requires=...,
     setup_requires=...)` when literal or module-level literal lists; the extras named in `extras` from each.
-    Whatever is not read is in `unreadable`."""
-    found = _Found(Path(root))
+    Whatever is not read is in `unreadable`. `edits` are a recipe's pre-install commands: those of the
+    form ``sed -i 's/OLD/NEW/' FILE`` are applied to FILE's text as it is read (as literal text, first
+    match of each line), so that the declarations are the ones the install will see; others are ignored."""
+    found = _Found(Path(root), sed_edits(edits))
     rels: list[str] = []
     if any_requirements_file:
         rels = sorted(p.name for p in found.root.glob("requirements*.txt"))
@@ -161,9 +164,28 @@ def read_declarations(root: Path, *, extras: Collection[str] = (), files: Sequen
     return Declarations(tuple(found.declared), tuple(found.unreadable))
 
 
+def sed_edits(commands: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
+    """{file: [(old, new), ...]} of the commands that are ``sed -i 's/OLD/NEW/' FILE`` (literal text once
+    backslash escapes are removed); anything else is left out."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for command in commands:
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            continue
+        if len(words) != 4 or words[:2] != ["sed", "-i"]:
+            continue
+        match = re.fullmatch(r"s/((?:[^/\\]|\\.)*)/((?:[^/\\]|\\.)*)/", words[2])
+        if match and match.group(1):
+            old, new = (re.sub(r"\\(.)", r"\1", g) for g in match.groups())
+            out.setdefault(words[3], []).append((old, new))
+    return out
+
+
 class _Found:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, edits: dict[str, list[tuple[str, str]]] | None = None) -> None:
         self.root = root
+        self.edits = edits or {}
         self.declared: list[Declared] = []
         self.unreadable: list[Unreadable] = []
 
@@ -176,7 +198,10 @@ class _Found:
     def text(self, rel: str) -> str | None:
         """The file `root/rel` as text, or None (recorded) if it is missing, outside or not a regular file."""
         try:
-            return _read_inside(self.root, rel)
+            text = _read_inside(self.root, rel)
+            for old, new in self.edits.get(rel, []):
+                text = "".join(line.replace(old, new, 1) for line in text.splitlines(keepends=True))
+            return text
         except (UnsafePathError, OSError, UnicodeDecodeError) as exc:
             self.unreadable.append(Unreadable(rel, f"not read: {exc}"))
             return None

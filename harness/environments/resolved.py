@@ -226,7 +226,7 @@ def resolved_pins(task: Task, env: Environment, progress: Progress, forward: Col
         requirements = [*env.requirements, *build_requires(task.repo_dir)]
     else:
         declared = read_declarations(task.repo_dir, files=env.package_files, extras=env.extras,
-                                     any_requirements_file=env.any_requirements_file)
+                                     any_requirements_file=env.any_requirements_file, edits=env.pre_install)
         for item in declared.unreadable:
             progress(f"{task.id}: not read: {item.origin}: {item.reason}")
         requirements = [*declared.texts(), *build_requires(task.repo_dir)]

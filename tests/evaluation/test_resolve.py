@@ -92,6 +92,21 @@ def test_hostile_shapes_of_pyproject_and_setup_py_are_reported_not_raised(tmp_pa
     assert {u.origin for u in found.unreadable} == {"setup.py", "setup.cfg [options] install_requires"}
 
 
+def test_the_recipes_sed_edits_are_applied_to_the_declarations_it_reads(tmp_path: Path) -> None:
+    # sphinx 3.x's recipe caps sphinxcontrib-applehelp in setup.py before installing; resolved from the
+    # unedited file, the environment held 1.0.8 and the install found no release <= 1.0.7
+    root = tree(tmp_path, {"setup.py": "from setuptools import setup\nsetup(install_requires=[\n"
+                                       "    'sphinxcontrib-applehelp',\n    'Jinja2>=2.3',\n    'packaging',\n])\n"})
+    edits = ("sed -i 's/sphinxcontrib-applehelp/sphinxcontrib-applehelp<=1.0.7/' setup.py",
+             "sed -i \"s/'packaging',/'packaging', 'markupsafe<=2.0.1',/\" setup.py",
+             "sed -i 's/requires = \\[\"setuptools\",/requires = \\[\"setuptools==68.0.0\",/' pyproject.toml",
+             "grep -q x setup.py && sed -i 's/Jinja2/jinja9/' setup.py")      # not a plain edit: ignored
+    assert read_declarations(root, edits=edits).texts() == [
+        "sphinxcontrib-applehelp<=1.0.7", "Jinja2>=2.3", "packaging", "markupsafe<=2.0.1"]
+    assert read_declarations(root).texts() == ["sphinxcontrib-applehelp", "Jinja2>=2.3", "packaging"]  # control
+    assert (root / "setup.py").read_text().count("<=") == 0          # the tree itself is never changed
+
+
 def test_setup_requires_are_read_because_setuptools_fetches_them_at_install(tmp_path: Path) -> None:
     # xarray 0.16's setup.cfg: `setup_requires = setuptools >= 41.2, setuptools_scm`; offline, setuptools
     # can only fetch them from the wheelhouse
