@@ -472,12 +472,17 @@ def resolve(requirements: Sequence[str], python: str, as_of: datetime | date | s
     return result
 
 
+def is_exact_pin(requirement: str) -> bool:
+    """``name==version`` with nothing else (no marker, no wildcard, no other specifier)."""
+    return re.fullmatch(r"[A-Za-z0-9._-]+==[^,;\s*]+", requirement.strip()) is not None
+
+
 def _newest_exact_pin(requirements: Sequence[str], index_url: str) -> str | None:
     """The upload instant (as `exclude_newer` gives it, a day later) of the newest release among the exact
     pins (``name==1.2``) of `requirements`, or None when there is none."""
     newest: str | None = None
     for text in requirements:
-        if not re.fullmatch(r"[A-Za-z0-9._-]+==[^,;\s*]+", text.strip()):
+        if not is_exact_pin(text):
             continue
         name, version = _split_pin(text)
         for f in _index_files(index_url, name):
@@ -558,7 +563,7 @@ class _Resolver:
         self.leave_out = sorted(leave_out)
         # per-package cutoffs: exact pins whatever their date, forward packages up to their first wheel
         self.later: dict[str, str] = {_split_pin(p)[0]: PIN_CUTOFF for p in [*reqs, *given]
-                                      if re.fullmatch(r"[A-Za-z0-9._-]+==[^,;\s*]+", p.strip())}
+                                      if is_exact_pin(p)}
         self.standins: dict[tuple[str, str], SdistOnly] = {}
         self.offered: dict[str, list[tuple[Version, dict[str, Any]]]] = {}   # name: its source-only releases
         self.tags = target_tags(python)
@@ -613,7 +618,7 @@ class _Resolver:
     def nearest_with_wheel(self, pin: str) -> str:
         """`pin`, or for an exact pin whose release has no wheel for the target, the first later release of
         the same series (major.minor) that has one."""
-        if not re.fullmatch(r"[A-Za-z0-9._-]+==[^,;\s*]+", pin.strip()):
+        if not is_exact_pin(pin):
             return pin
         name, version = _split_pin(pin)
         try:

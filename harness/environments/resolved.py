@@ -40,7 +40,14 @@ from harness.core.sources import cache_dir
 from harness.core.task import Environment, Task
 from harness.environments.errors import EnvironmentBuildError, EnvironmentUnsupported, SdistsDidNotBuild
 from harness.environments.instance import build_instance
-from harness.environments.resolve import ResolveError, SdistOnly, exclude_newer, read_declarations, resolve
+from harness.environments.resolve import (
+    ResolveError,
+    SdistOnly,
+    exclude_newer,
+    is_exact_pin,
+    read_declarations,
+    resolve,
+)
 from harness.environments.venv import (
     BUILD_SDISTS,
     FAILED_SDISTS,
@@ -230,7 +237,7 @@ def resolved_pins(task: Task, env: Environment, progress: Progress, forward: Col
         for item in declared.unreadable:
             progress(f"{task.id}: not read: {item.origin}: {item.reason}")
         requirements = [*declared.texts(), *build_requires(task.repo_dir)]
-    exact = {_name(p): p for p in env.pins if re.fullmatch(r"[A-Za-z0-9._-]+==[^,;\s]+", p.strip())}
+    exact = {_name(p): p for p in env.pins if is_exact_pin(p)}
     ranges = [p for p in env.pins if _name(p) in TOOLCHAIN and _name(p) not in exact]
     try:
         cutoff = max(exclude_newer(as_of), exclude_newer(TOOLCHAIN_FLOOR.get(task.python, "2021-01-01")))
