@@ -9,7 +9,7 @@ task; the tests are the signal, the model never grades itself. Each attempt keep
 out_dir/attempt-N/ and the last one is copied to the top.
 
 The patch comes from a git baseline made at the start inside the sandbox, in GIT_DIR=/tmp/harness/git
-outside /workspace, checked at the end against the tree id the host kept (`workspace.sandbox_patch`);
+outside /workspace, checked at the end against the tree id and index the host kept (`workspace.sandbox_patch`);
 caches are excluded. /workspace itself is a git repository of the agent's, whose
 one commit is the starting state, so `git diff` and `git status` work as models expect.
 
@@ -132,11 +132,11 @@ def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, 
 
     session = f"{task.id}-{uuid.uuid4().hex[:8]}"
     spec = SandboxSpec(image=image, session=session, project_dir=task.repo_dir, limits=config.sandbox.limits,
-                       labels={"harness.kind": "session", **labels})
+                       labels={"harness.kind": "session", **labels}, project_from_image=task.environment is not None)
     checks.private_dir(where)
     t0 = time.monotonic()
     with DockerSandbox(spec) as box:
-        tree = start_baseline(box)
+        baseline = start_baseline(box)
         tools, approver = outbound_tools_for_session(config, session, config.approval.mode)
         catalog = default_catalog(config, extra=tools)
         ctx = ToolContext(sandbox=box, session=session, approver=approver)
@@ -145,7 +145,7 @@ def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, 
         setup = time.monotonic() - t0
         say("agent running")
         loop = AgentLoop(model, catalog, ctx, config, trajectory=writer, progress=say).run(messages)
-        patch = sandbox_patch(box, tree)
+        patch = sandbox_patch(box, baseline)
         checks.write_file(where / "patch.diff", patch)
         tests, test_seconds = None, 0.0
         if task.test_cmd:

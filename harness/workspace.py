@@ -37,12 +37,22 @@ def _git(box: Sandbox, script: str, what: str, timeout: float = 300.0, env: dict
     return result
 
 
-def start_baseline(box: Sandbox) -> str:
-    """Record the starting files, so that the patch can be computed at the end; returns the id of
-    their git tree, which the host keeps (`sandbox_patch` checks the baseline against it). Then make
-    /workspace the agent's own git repository whose one commit is the starting state (`git status`,
-    `git diff`, `git stash` work as a model expects; no history, no remote). The patch never comes
-    from the agent's repository: the agent may commit, amend or reset there as it likes."""
+@dataclasses.dataclass(frozen=True)
+class Baseline:
+    """What the host keeps of the starting files: the id of their git tree and the baseline's index
+    (every file's blob id and stat data), which `sandbox_patch` puts back before the diff."""
+
+    tree: str
+    index: bytes
+
+
+def start_baseline(box: Sandbox) -> Baseline:
+    """Record the starting files, so that the patch can be computed at the end; returns what the host
+    keeps of them (`sandbox_patch` checks the baseline against it). Then make /workspace the agent's own
+    git repository whose one commit is the starting state (`git status`, `git diff`, `git stash` work as
+    a model expects; no history, no remote). The agent's repository starts from copies of the
+    baseline's objects and index, so the files are hashed once. The patch never comes from the agent's
+    repository: the agent may commit, amend or reset there as it likes."""
     exclude = "\\n".join(EXCLUDE)
     made = _git(box, f"git init -q && printf '{exclude}\\n' > {GIT_DIR}/info/exclude && git add -A && "
                      "git -c commit.gpgsign=false commit -q --allow-empty -m baseline && git rev-parse 'HEAD^{tree}'",
@@ -50,34 +60,43 @@ def start_baseline(box: Sandbox) -> str:
     tree = made.stdout.text.strip()
     if not re.fullmatch(r"[0-9a-f]{40}", tree):
         raise HarnessError(f"recording the starting files gave no tree id (got {tree[:80]!r})")
+    index = box.read_file(f"{GIT_DIR}/index").data
     agent = (f"cd {WORKDIR} && git init -q -b main && printf '{exclude}\\n' >> .git/info/exclude && "
              "git config user.name agent && git config user.email agent@sandbox && "
-             "git config commit.gpgsign false && git add -A && git commit -q --allow-empty -m 'starting state'")
+             f"git config commit.gpgsign false && cp -R {GIT_DIR}/objects/. .git/objects/ && "
+             f"cp {GIT_DIR}/index .git/index && git commit -q --allow-empty -m 'starting state'")
     _git(box, agent, "making /workspace a git repository",
          env={**GIT_IDENTITY, "GIT_CONFIG_NOSYSTEM": "1", "HOME": "/tmp/harness"})
-    return tree
+    return Baseline(tree, index)
 
 
-def sandbox_patch(box: Sandbox, tree: str) -> str:
+def sandbox_patch(box: Sandbox, baseline: Baseline) -> str:
     """The agent's change as a unified diff (a/<path> b/<path>) against the starting files, whose tree
-    id `tree` the host recorded at the start.
+    id and index the host recorded at the start.
 
     The baseline sits outside /workspace, where the agent's own git use never reaches it, but a process
     of the agent's user could still write there. So before the diff its config, exclude file, hooks,
-    alternates and grafts are put back to ours, replace refs are ignored, the index is rebuilt from
-    `tree`, and `git fsck` proves that every object is what its id says: a baseline altered in any way
-    that matters gives an error, never a patch against other starting files.
+    alternates and grafts are put back to ours, replace refs are ignored, `git fsck` proves that every
+    object is what its id says, and the index is the host's copy of the starting one: a baseline
+    altered in any way that matters gives an error, never a patch against other starting files.
+
+    The restored index lets `git add -A` hash only the files whose stat data changed. That is safe
+    against an agent that rewrites a file and puts its size and mtime back: git also compares the
+    inode and the ctime (`core.trustctime`, `core.checkStat=default`, set here), which no process
+    without CAP_SYS_TIME can set back.
 
     Raises:
         HarnessError: the baseline was altered (fsck failed, `tree` is missing) or git failed.
     """
+    tree = baseline.tree
     if not re.fullmatch(r"[0-9a-f]{40}", tree):
         raise HarnessError(f"sandbox_patch: {tree!r} is not a git tree id")
     exclude = "\\n".join(EXCLUDE)
     reset = (f"rm -rf {GIT_DIR}/hooks {GIT_DIR}/info {GIT_DIR}/objects/info/alternates "
              f"{GIT_DIR}/objects/info/http-alternates {GIT_DIR}/index {GIT_DIR}/config && "
              f"mkdir -p {GIT_DIR}/info && printf '{exclude}\\n' > {GIT_DIR}/info/exclude && "
-             f"printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n' > {GIT_DIR}/config")
+             f"printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\ttrustctime = true\\n"
+             f"\\tcheckStat = default\\n' > {GIT_DIR}/config")
     _git(box, reset, "resetting the baseline's settings")
     check = box.exec(f"git fsck --full --strict --no-dangling --no-progress && git cat-file -e {tree}^{{tree}}",
                      timeout=300, env=GIT_ENV, save_output=False)
@@ -85,7 +104,8 @@ def sandbox_patch(box: Sandbox, tree: str) -> str:
         raise HarnessError("the baseline of the starting files in the sandbox was altered (git fsck or the "
                            f"recorded tree {tree[:12]} failed): {(check.stderr.text or check.stdout.text)[-600:]}; "
                            "no patch is computed against altered starting files")
-    _git(box, f"git read-tree {tree} && git add -A && git diff --cached --binary --no-color --no-ext-diff "
+    box.write_file(f"{GIT_DIR}/index", baseline.index)
+    _git(box, f"git add -A && git diff --cached --binary --no-color --no-ext-diff "
               f"--no-textconv {tree} > {PATCH_FILE}", "computing the patch")
     return box.read_file(PATCH_FILE).data.decode("utf-8", errors="replace")
 
