@@ -4,7 +4,8 @@ The model patch is hostile (it may hold links to host folders, `..` paths, a fil
 was), so no patch is ever applied on the host. Each run starts a new network-less sandbox holding
 only the pristine base tree and does everything there:
 
-1. record the base state in a git baseline whose GIT_DIR is outside /workspace;
+1. record the base version of the files the test patch touches in a git baseline whose GIT_DIR is
+   outside /workspace (only those: hashing a django-sized tree would cost seconds per run);
 2. apply the model patch as SWE-bench does (`git apply`, then `patch --fuzz=5` after its dry run
    passed); one that does not apply is reported as such, with what git/patch said (a half-applied
    tree only ever exists in that throwaway container);
@@ -41,6 +42,27 @@ OUTPUT_FILE = "/tmp/harness/test_output.txt"
 _BASELINE_ENV = {"GIT_DIR": f"{STAGE_DIR}/base.git", "GIT_WORK_TREE": WORKDIR, "GIT_LITERAL_PATHSPECS": "1",
                  **GIT_IDENTITY}
 _PATCH_ENV = {"GIT_CEILING_DIRECTORIES": "/"}
+
+# Runs inside the sandbox before the model patch: records the base version of the test files that exist.
+# A path under a link is left out (git refuses it, and the restore below removes the link).
+_RECORD = """
+import json, os, subprocess, sys
+files = json.load(open(sys.argv[1]))
+work = os.environ["GIT_WORK_TREE"]
+def plain(rel):
+    here = work
+    for part in rel.split("/")[:-1]:
+        here = os.path.join(here, part)
+        if os.path.islink(here) or not os.path.isdir(here):
+            return False
+    target = os.path.join(work, rel)
+    return os.path.islink(target) or os.path.isfile(target)
+present = [rel for rel in files if plain(rel)]
+subprocess.run(["git", "init", "-q"], check=True)
+if present:
+    subprocess.run(["git", "add", "-f", "--", *present], check=True)
+subprocess.run(["git", "commit", "-q", "--allow-empty", "--no-verify", "--no-gpg-sign", "-m", "base"], check=True)
+"""
 
 # Runs inside the sandbox: removes what stands where a test file goes (a link or file in place of a
 # folder on its path, the file itself), then checks the base version of those in the baseline out.
@@ -127,7 +149,8 @@ def grade_patch(task: Task, model_patch: str | None, image: str, *, runs: int = 
     limits = Limits(cpus=float(max(1, min(wanted, os.cpu_count() or 1)))) if wanted else Limits()
     for number in range(max(1, runs)):
         spec = SandboxSpec(image=image, session=f"grade-{task.id}-{uuid.uuid4().hex[:6]}", limits=limits,
-                           project_dir=task.repo_dir, labels={"harness.kind": "grading", **(labels or {})})
+                           project_dir=task.repo_dir, labels={"harness.kind": "grading", **(labels or {})},
+                           project_from_image=task.environment is not None)
         with DockerSandbox(spec) as box:
             outcome = prepare_tree(box, task, model_patch or "")
             if number == 0:
@@ -146,14 +169,16 @@ def prepare_tree(box: Sandbox, task: Task, model_patch: str) -> PatchOutcome:
     Raises:
         TaskDefect: the test patch does not apply once the test files are back at their base version.
     """
-    _in_box(box, f"mkdir -p {STAGE_DIR} && git init -q && git add -A -f && "
-                 "git commit -q --allow-empty --no-verify --no-gpg-sign -m base", "record the base state",
-            _BASELINE_ENV)
+    if task.test_patch:
+        box.exec(f"mkdir -p {STAGE_DIR}", timeout=30, save_output=False)
+        box.write_file(f"{STAGE_DIR}/test_files.json", json.dumps(patched_files(task.test_patch)).encode())
+        box.write_file(f"{STAGE_DIR}/record.py", _RECORD.encode())
+        box.write_file(f"{STAGE_DIR}/restore.py", _RESTORE.encode())
+        _in_box(box, f"python3 {STAGE_DIR}/record.py {STAGE_DIR}/test_files.json",
+                "record the base version of the test files", _BASELINE_ENV)
     outcome = apply_in_sandbox(box, model_patch, "model")
     if not outcome.applied or not task.test_patch:
         return outcome
-    box.write_file(f"{STAGE_DIR}/test_files.json", json.dumps(patched_files(task.test_patch)).encode())
-    box.write_file(f"{STAGE_DIR}/restore.py", _RESTORE.encode())
     _in_box(box, f"python3 {STAGE_DIR}/restore.py {STAGE_DIR}/test_files.json",
             "put the base version of the test files back", _BASELINE_ENV)
     applied = apply_in_sandbox(box, task.test_patch, "test")
