@@ -107,11 +107,12 @@ def dockerfile(*, wheels: bool, install: bool) -> str:
 
 
 def ensure_env_image(task: Task, base_image: str, *, client: docker.DockerClient | None = None,
-                     progress: Progress = quiet, direct_references: bool = False) -> str:
+                     progress: Progress = quiet, direct_references: bool = False, env_tag: str | None = None) -> str:
     """The tag of `task`'s environment image, built on `base_image` if it does not exist yet.
     A requirement or dependency given as a URL (a wheel file) is fetched only with `direct_references`.
     A task with an `environment` recipe gets its instance image on a shared venv environment
-    (`resolved.ensure_instance_image`); the others get one image of their pinned requirements.
+    (`resolved.ensure_instance_image`; `env_tag`: that shared image, when the caller already has it);
+    the others get one image of their pinned requirements.
 
     Raises:
         EnvironmentUnsupported: (recipe tasks) the environment cannot be built offline; the reason says why.
@@ -119,7 +120,7 @@ def ensure_env_image(task: Task, base_image: str, *, client: docker.DockerClient
     """
     client = client_or_default(client)
     if task.environment is not None:
-        return ensure_instance_image(task, base_image, client=client, progress=progress)
+        return ensure_instance_image(task, base_image, client=client, progress=progress, env_tag=env_tag)
     digest = env_hash(task, base_image)
     tag = f"{REPOSITORY}:{digest}"
     with _lock(digest):

@@ -434,7 +434,8 @@ def resolve(requirements: Sequence[str], python: str, as_of: datetime | date | s
     not build offline).
     When nothing resolves as of `as_of` and an exact pin is newer, the resolution is made as of the
     newest exact pin's release instead (its `exclude_newer` says so): its dependencies may be newer than the date.
-    The same inputs give the result cached under `cache` (default cache_dir()/resolutions) without uv.
+    The same inputs give the result cached under `cache` (default cache_dir()/resolutions) without uv; so
+    does uv's "No solution found" (never a network failure).
 
     Raises:
         ResolveError: a requirement, the Python or the date is refused, or uv found no resolution (its
@@ -454,22 +455,43 @@ def resolve(requirements: Sequence[str], python: str, as_of: datetime | date | s
     hit = _load(path)
     if hit is not None:
         return hit
+    failed = path.with_suffix(".failed.json")
+    _raise_cached_failure(failed)
     progress(f"resolving {len(reqs) + len(given)} requirement(s) for Python {python} as of {cutoff} with uv")
     try:
-        result = _Resolver(reqs, given, python, plat, cutoff, index_url, runner or run_uv, progress, ahead,
-                           dropped).run()
-    except ResolveError:
-        # the recipe pins releases newer than the date (xarray's dask 2022.8.1 for a 2019 instance), whose own
-        # dependencies are newer still: the environment cannot be older than the newest release it must hold
-        newest = _newest_exact_pin(reqs + given, index_url)
-        if newest is None or newest <= cutoff:
-            raise
-        progress(f"resolve: nothing resolves as of {cutoff[:10]} with the exact pins, the newest of which was "
-                 f"released {newest[:10]}; resolving as of then")
-        result = _Resolver(reqs, given, python, plat, newest, index_url, runner or run_uv, progress, ahead,
-                           dropped).run()
+        try:
+            result = _Resolver(reqs, given, python, plat, cutoff, index_url, runner or run_uv, progress, ahead,
+                               dropped).run()
+        except ResolveError:
+            # the recipe pins releases newer than the date (xarray's dask 2022.8.1 for a 2019 instance), whose
+            # own dependencies are newer still: the environment cannot be older than the newest release it holds
+            newest = _newest_exact_pin(reqs + given, index_url)
+            if newest is None or newest <= cutoff:
+                raise
+            progress(f"resolve: nothing resolves as of {cutoff[:10]} with the exact pins, the newest of which was "
+                     f"released {newest[:10]}; resolving as of then")
+            result = _Resolver(reqs, given, python, plat, newest, index_url, runner or run_uv, progress, ahead,
+                               dropped).run()
+    except ResolveError as exc:
+        if _NO_SOLUTION in exc.said:       # uv's verdict on these inputs, not a network or input problem
+            checks.write_file(failed, json.dumps({"message": str(exc), "said": exc.said}, indent=1) + "\n")
+        raise
     checks.write_file(path, json.dumps(asdict(result), indent=1) + "\n")
     return result
+
+
+_NO_SOLUTION = "No solution found"
+
+
+def _raise_cached_failure(path: Path) -> None:
+    """Raise the ResolveError recorded for the same inputs: a resolution uv found impossible stays
+    impossible (a failed attempt of the fallbacks is asked again for every instance of an environment)."""
+    try:
+        data = json.loads(path.read_text())
+        message, said = str(data["message"]), str(data["said"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return
+    raise ResolveError(message, said)
 
 
 def is_exact_pin(requirement: str) -> bool:

@@ -61,11 +61,12 @@ class Stages:
         if self.config.sandbox.image == "auto":
             self.events.stage(task.id, f"sandbox image for Python {task.python}")
         base = sandbox_image(self.config, task.python, say, task=task)
+        env_tag = None
         if task.environment is not None:   # the shared environment (built, or waited for), then the instance
-            ensure_environment_image(task, base, client=client_or_default(None), progress=say)
+            env_tag = ensure_environment_image(task, base, client=client_or_default(None), progress=say)
             record.durations["environment"] = round(time.monotonic() - t0, 3)
         t1 = time.monotonic()
-        image = ensure_env_image(task, base, progress=say,
+        image = ensure_env_image(task, base, progress=say, env_tag=env_tag,
                                  direct_references=self.options.allow_direct_references)
         if task.environment is not None:
             record.durations["instance"] = round(time.monotonic() - t1, 3)

@@ -220,6 +220,19 @@ def test_an_unsatisfiable_requirement_fails_with_uvs_own_words(tmp_path: Path) -
     assert isinstance(caught.value, WheelhouseError)
     assert "flask" in caught.value.said and "No solution found" in caught.value.said
     assert "before 2019-06-02T00:00:00Z" in str(caught.value)
+    runner = CountingRunner()      # uv's verdict is kept: the same inputs fail again without asking it
+    with pytest.raises(ResolveError) as again:
+        resolve(["flask==99.0"], "3.11", "2019-06-01", cache=tmp_path, runner=runner)
+    assert runner.runs == 0 and again.value.said == caught.value.said and str(again.value) == str(caught.value)
+
+
+def test_a_failure_that_is_not_uvs_verdict_is_not_kept(tmp_path: Path) -> None:
+    def offline(cmd: list[str], stdin: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(cmd, 2, "", "error: Failed to fetch: `https://pypi.org/simple/six/`")
+    with pytest.raises(ResolveError):
+        resolve(["six"], "3.11", "2019-06-01", cache=tmp_path, runner=offline)
+    assert not list(tmp_path.glob("*.failed.json"))
+    assert resolve(["six"], "3.11", "2019-06-01", cache=tmp_path).pins == ("six==1.12.0",)
 
 
 def test_refused_inputs_never_reach_uv(tmp_path: Path) -> None:
