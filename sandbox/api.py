@@ -64,6 +64,10 @@ class SandboxSpec:
     labels: dict[str, str] = field(default_factory=dict)
     max_copy_bytes: int = 512 * 1024 * 1024
     max_copy_files: int = 100_000
+    # the image holds project_dir's files already, packed (an instance image: its PROJECT_ARCHIVE_LABEL
+    # names the archive): unpack that instead of packing and sending project_dir; without the label,
+    # project_dir is copied as usual
+    project_from_image: bool = False
 
 
 @dataclass(frozen=True)

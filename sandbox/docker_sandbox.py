@@ -4,13 +4,16 @@
 hardening in `container_options()`, start, stop, reaping) and what runs inside it
 (`sandbox/runtime/channel.py`: exec, read, write, tar over the exec channel). The container runs
 `sleep infinity` under Docker's init; its only files are the project's, copied into a tmpfs at
-/workspace. Copies are checked on the host here (size, file count, unsafe members). An image that holds
-/opt/harness/overlay (files its build added to its /workspace) gets them copied over the project at start;
-the variables an image declares with ENV reach every command, under BASE_ENV and the spec's own.
+/workspace (or, with `SandboxSpec.project_from_image`, unpacked there from the image's own packed copy
+of them, which an instance image carries). Copies are checked on the host here (size, file count,
+unsafe members). An image that holds /opt/harness/overlay (files its build added to its /workspace)
+gets them copied over the project at start; the variables an image declares with ENV reach every
+command, under BASE_ENV and the spec's own.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +26,10 @@ from sandbox.deployment.docker import BASE_ENV, IDLE_UID, DockerDeployment, cont
 from sandbox.errors import ChannelClosed, SandboxError
 from sandbox.runtime.channel import ChannelRuntime
 
-__all__ = ["BASE_ENV", "IDLE_UID", "OVERLAY", "DockerSandbox", "container_options"]
+__all__ = ["BASE_ENV", "IDLE_UID", "OVERLAY", "PROJECT_ARCHIVE_LABEL", "DockerSandbox", "container_options"]
 
 OVERLAY = "/opt/harness/overlay"
+PROJECT_ARCHIVE_LABEL = "harness.project.archive"   # an image's packed copy of the project it was built for
 
 
 class DockerSandbox:
@@ -74,7 +78,11 @@ class DockerSandbox:
             self.runtime = ChannelRuntime(lambda: self.deployment.open_channel(env), env)
             self.runtime.exec(f"mkdir -p {OUTPUT_DIR} {STATE_DIR}", timeout=10, save_output=False)
             if self.spec.project_dir is not None:
-                self.copy_in(Path(self.spec.project_dir))
+                archive = self._project_archive() if self.spec.project_from_image else None
+                if archive is None:
+                    self.copy_in(Path(self.spec.project_dir))
+                else:
+                    self._unpack(archive)
                 self._apply_overlay()
         except BaseException:
             self.close()
@@ -85,6 +93,27 @@ class DockerSandbox:
         the container was created with BASE_ENV only, so nothing of the host's environment is among them."""
         declared = (self.container.attrs.get("Config") or {}).get("Env") or []
         return dict(item.split("=", 1) for item in declared if "=" in item)
+
+    def _project_archive(self) -> str | None:
+        """The path of the image's packed project (PROJECT_ARCHIVE_LABEL), or None."""
+        labels = (self.container.attrs.get("Config") or {}).get("Labels") or {}
+        path = labels.get(PROJECT_ARCHIVE_LABEL)
+        if not path:
+            return None
+        if not re.fullmatch(r"(/[A-Za-z0-9._-]+)+", path) or "/../" in f"{path}/":
+            raise SandboxError(f"the image {self.spec.image!r} names {path!r} as its project archive "
+                               f"({PROJECT_ARCHIVE_LABEL}); expected a plain absolute path such as "
+                               "/opt/harness/project/workspace.tar")
+        return str(path)
+
+    def _unpack(self, archive: str) -> None:
+        """Unpack the image's packed project into WORKDIR, as the sandbox user (the archive holds only
+        regular files, folders and links, as `copying.pack_directory` made it)."""
+        result = self._live().exec(f"tar -x --no-same-owner -p -f {archive} -C {WORKDIR}", timeout=300,
+                                   save_output=False)
+        if not result.ok:
+            raise SandboxError(f"unpacking the image's project {archive} into {WORKDIR} failed (exit "
+                               f"{result.exit_code}): {result.stderr.text[-2000:]}")
 
     def _apply_overlay(self) -> None:
         """Copy the image's OVERLAY (files an image build added to or changed in its /workspace, e.g. an

@@ -55,6 +55,7 @@ from harness.environments.venv import (
     INSTANCE_BUILD,
     LINK_SCRIPTS,
     MAKE_VENV,
+    PROJECT_ARCHIVE,
     RECIPE_VERSION,
     TOOLCHAIN,
     TOOLCHAIN_FLOOR,
@@ -64,6 +65,7 @@ from harness.environments.venv import (
 )
 from harness.environments.wheelhouse import WheelhouseError, download_sdist, pinned_wheelhouse
 from sandbox.api import Progress, quiet
+from sandbox.docker_sandbox import PROJECT_ARCHIVE_LABEL
 from sandbox.errors import ImageError
 from sandbox.images import BASE_LABEL, TOOLCHAIN_PACKAGES, build_context, image_exists
 
@@ -85,14 +87,15 @@ def tree_hash(root: Path) -> str:
 
 
 def ensure_instance_image(task: Task, base_image: str, *, client: docker.DockerClient,
-                          progress: Progress = quiet) -> str:
-    """The tag of `task`'s instance image (its environment image built first if missing).
+                          progress: Progress = quiet, env_tag: str | None = None) -> str:
+    """The tag of `task`'s instance image (its environment image built first if missing; `env_tag`: the
+    one `ensure_environment_image` already gave for it).
 
     Raises:
         EnvironmentUnsupported: it cannot be built offline; the reason names what is missing.
         EnvironmentBuildError: the build failed (the project's install, the import check).
     """
-    env_tag = ensure_environment_image(task, base_image, client=client, progress=progress)
+    env_tag = env_tag or ensure_environment_image(task, base_image, client=client, progress=progress)
     assert task.environment is not None
     return _ensure_instance(task, task.environment, env_tag, base_image, client, progress)
 
@@ -359,14 +362,15 @@ def _ensure_instance(task: Task, env: Environment, env_tag: str, base_image: str
     h.update(tree_hash(task.repo_dir).encode())
     digest = h.hexdigest()[:16]
     tag = f"{REPOSITORY}:inst-{digest}"
-    labels = {HASH_LABEL: digest, BASE_LABEL: base_image, KIND_LABEL: "instance", KEY_LABEL: env.key}
+    labels = {HASH_LABEL: digest, BASE_LABEL: base_image, KIND_LABEL: "instance", KEY_LABEL: env.key,
+              PROJECT_ARCHIVE_LABEL: PROJECT_ARCHIVE}
     with _lock(digest):
         if image_exists(client, tag):
             return tag
         started = time.monotonic()
         progress(f"building instance {tag} for {task.id} on {env_tag}")
         output = build_instance(client, env_tag, tag, task.repo_dir, scripts, instance_changes(env_vars, labels))
-        for line in output.splitlines()[-3:]:
+        for line in output.splitlines()[-5:]:
             progress(f"{task.id}: {line}")
         progress(f"built {tag} in {time.monotonic() - started:.1f}s")
         return tag

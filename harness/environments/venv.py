@@ -34,6 +34,7 @@ VENV = "/opt/harness/venv"
 ENV_DIR = "/opt/harness/env"
 OVERLAY = "/opt/harness/overlay"
 INSTANCE_DIR = "/opt/harness/instance"   # the instance build's steps (agent-owned in the environment image)
+PROJECT_ARCHIVE = "/opt/harness/project/workspace.tar"   # the project in an instance image (root's, read-only)
 TOOLCHAIN = ("pip", "setuptools", "wheel")
 # The toolchain is resolved as of the project's date but never before the first date at which that
 # interpreter was usable with it: pip 20.3 / setuptools 51 (< 60, the distutils-era editable installs
@@ -133,9 +134,9 @@ bash {ENV_DIR}/link-scripts.sh
 # the project into /workspace, snapshots it, runs pre-install.sh and install.sh there, checks the
 # imports from /, and copies what the install added or changed to the overlay.
 INSTANCE_BUILD = f'''\
-import hashlib, json, os, shutil, subprocess, sys
+import hashlib, json, os, shutil, subprocess, sys, time
 
-WORK, HERE, OVERLAY = "/workspace", "{INSTANCE_DIR}", "{OVERLAY}"
+WORK, HERE, OVERLAY, PROJECT = "/workspace", "{INSTANCE_DIR}", "{OVERLAY}", "{PROJECT_ARCHIVE}"
 SKIP = {{".git", "__pycache__"}}
 
 
@@ -182,18 +183,29 @@ def top_level_names():
     return names
 
 
+SPENT = []
+
+
+def spent(what, since):
+    SPENT.append("%s %.1fs" % (what, time.monotonic() - since))
+    return time.monotonic()
+
+
 def main():
-    subprocess.check_call(["tar", "-xf", os.path.join(HERE, "workspace.tar"), "-C", WORK])
-    os.unlink(os.path.join(HERE, "workspace.tar"))
+    t = time.monotonic()
+    subprocess.check_call(["tar", "-x", "--no-same-owner", "-p", "-f", PROJECT, "-C", WORK])
     settings = json.load(open(os.path.join(HERE, "settings.json")))
     env = dict(os.environ, PIP_NO_INDEX="1", PIP_FIND_LINKS="{ENV_DIR}/wheels", PIP_NO_CACHE_DIR="1",
                PIP_DISABLE_PIP_VERSION_CHECK="1")
     if not os.path.isdir(os.path.join(WORK, ".git")):
         env.setdefault("SETUPTOOLS_SCM_PRETEND_VERSION", settings["scm_version"])
     os.environ.update(env)
+    t = spent("unpack", t)
     before = snapshot()
+    t = spent("snapshot", t)
     with open("/tmp/install.log", "w") as log:
         ok = run(os.path.join(HERE, "pre-install.sh"), log) and run(os.path.join(HERE, "install.sh"), log)
+    t = spent("install", t)
     tail = open("/tmp/install.log", errors="replace").read().splitlines()[-40:]
     print("\\n".join(tail))
     if not ok:
@@ -209,7 +221,9 @@ def main():
             print("{IMPORT_FAILED} " + name + " (from " + where + ")")
             return 1
         print("imports: " + name)
+    t = spent("import check", t)
     after = snapshot()
+    t = spent("snapshot", t)
     changed = sorted(p for p, h in after.items() if before.get(p) != h)
     for path in changed:
         dest = OVERLAY + path[len(WORK):]
@@ -217,6 +231,8 @@ def main():
         shutil.copy2(path, dest, follow_symlinks=False)
     os.makedirs(OVERLAY, exist_ok=True)
     print("overlay: %d file(s) added or changed by the install" % len(changed))
+    spent("overlay", t)
+    print("time: " + ", ".join(SPENT))
     return 0
 
 
