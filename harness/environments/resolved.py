@@ -51,6 +51,7 @@ from harness.environments.resolve import (
 from harness.environments.venv import (
     BUILD_SDISTS,
     FAILED_SDISTS,
+    IMPORT_FAILED,
     INSTALL_DEPS,
     INSTANCE_BUILD,
     LINK_SCRIPTS,
@@ -240,21 +241,22 @@ def resolved_pins(task: Task, env: Environment, progress: Progress, forward: Col
         for item in declared.unreadable:
             progress(f"{task.id}: not read: {item.origin}: {item.reason}")
         requirements = [*declared.texts(), *build_requires(task.repo_dir)]
-    exact = {_name(p): p for p in env.pins if is_exact_pin(p)}
-    ranges = [p for p in env.pins if _name(p) in TOOLCHAIN and _name(p) not in exact]
+    pins = _yield_to_declarations(task, env.pins, requirements, progress)
+    exact = {_name(p): p for p in pins if is_exact_pin(p)}
+    ranges = [p for p in pins if _name(p) in TOOLCHAIN and _name(p) not in exact]
     try:
         cutoff = max(exclude_newer(as_of), exclude_newer(TOOLCHAIN_FLOOR.get(task.python, "2021-01-01")))
         tools = resolve(list(TOOLCHAIN), task.python, cutoff, pins=ranges, progress=progress).pins
-        if not requirements and not env.pins:
+        if not requirements and not pins:
             return [], [], sorted(exact.get(_name(p), p) for p in tools if _name(p) in TOOLCHAIN)
-        given = [*env.pins]
+        given = [*pins]
         floor = TOOLCHAIN_FLOOR.get(task.python, "2021-01-01")
-        wanted = [p for p in env.pins if _name(p) not in TOOLCHAIN and not Requirement(p).specifier]
+        wanted = [p for p in pins if _name(p) not in TOOLCHAIN and not Requirement(p).specifier]
         if wanted and exclude_newer(floor) > exclude_newer(as_of):
             # the recipe's test tools and their dependencies as of the floor, taken as exact pins
             ran = resolve(wanted, task.python, floor, pins=list(exact.values()), progress=progress).pins
             taken = [p for p in ran if _name(p) not in exact and _name(p) not in TOOLCHAIN]
-            given = [p for p in env.pins if p not in wanted] + taken
+            given = [p for p in pins if p not in wanted] + taken
         result = resolve(requirements, task.python, as_of, pins=given, forward=forward, leave_out=leave_out,
                          progress=progress)
     except ResolveError as exc:
@@ -264,6 +266,38 @@ def resolved_pins(task: Task, env: Environment, progress: Progress, forward: Col
     sdist_names = {_name(s.name) for s in result.sdist_only}
     pins = [p for p in result.pins if _name(p) not in chosen and _name(p) not in sdist_names]
     return pins, list(result.sdist_only), toolchain
+
+
+def _yield_to_declarations(task: Task, pins: Collection[str], requirements: Collection[str],
+                           progress: Progress) -> list[str]:
+    """`pins` without the exact ones that the project's own declarations (as its pre-install edits left
+    them) exclude. The official harness installs the recipe's packages first and the project after, so
+    pip replaces such a pin with a release the project accepts: sphinx 3.x's recipe pins Jinja2==3.0.3
+    and edits setup.py to require Jinja2<3.0, and its tests run on Jinja2 2.11."""
+    target = {"python_version": task.python, "python_full_version": f"{task.python}.0", "sys_platform": "linux",
+              "platform_system": "Linux", "os_name": "posix", "implementation_name": "cpython",
+              "platform_python_implementation": "CPython", "extra": ""}
+    ranges: dict[str, list[Requirement]] = {}
+    for text in requirements:
+        try:
+            req = Requirement(text)
+            if req.marker is not None and not req.marker.evaluate(target):
+                continue
+        except (ValueError, TypeError):
+            continue        # the resolver refuses it with a clear message; nothing to compare here
+        if req.specifier:
+            ranges.setdefault(_name(req.name), []).append(req)
+    kept = []
+    for pin in pins:
+        if is_exact_pin(pin):
+            version = pin.split("==", 1)[1].strip()
+            against = [r for r in ranges.get(_name(pin), []) if not r.specifier.contains(version, prereleases=True)]
+            if against:
+                progress(f"{task.id}: the recipe pins {pin}, which the project's own requirement {against[0]} "
+                         "excludes; the project's install would replace it, so its requirement is resolved instead")
+                continue
+        kept.append(pin)
+    return kept
 
 
 def build_requires(root: Path) -> list[str]:
@@ -369,11 +403,33 @@ def _ensure_instance(task: Task, env: Environment, env_tag: str, base_image: str
             return tag
         started = time.monotonic()
         progress(f"building instance {tag} for {task.id} on {env_tag}")
-        output = build_instance(client, env_tag, tag, task.repo_dir, scripts, instance_changes(env_vars, labels))
+        try:
+            output = build_instance(client, env_tag, tag, task.repo_dir, scripts, instance_changes(env_vars, labels))
+        except EnvironmentBuildError as exc:
+            raise _on_another_interpreter(task, env, exc) from exc
         for line in output.splitlines()[-5:]:
             progress(f"{task.id}: {line}")
         progress(f"built {tag} in {time.monotonic() - started:.1f}s")
         return tag
+
+
+def _on_another_interpreter(task: Task, env: Environment, exc: EnvironmentBuildError) -> EnvironmentBuildError:
+    """`exc`, or, when the project installed but does not import on the interpreter that stands in for the
+    one its recipe asks (scikit-learn 0.20's vendored cloudpickle on 3.9 for 3.6) with an error that is
+    not a missing module, EnvironmentUnsupported: the project does not support the interpreter available
+    offline. A missing module stays a build error (a dependency the environment should have had)."""
+    text = str(exc)
+    if IMPORT_FAILED not in text or env.python_requested == task.python:
+        return exc
+    lines = [line.strip() for line in text.split(IMPORT_FAILED)[0].splitlines() if line.strip()]
+    error = next((line for line in reversed(lines) if re.match(r"[A-Za-z_][\w.]*(Error|Exception|Warning)\b", line)),
+                 None)
+    if error is None or error.startswith(("ModuleNotFoundError", "ImportError")):
+        return exc
+    where = next((line for line in reversed(lines) if line.startswith('File "/workspace/')), "")
+    return EnvironmentUnsupported(task.id, f"the project does not import on Python {task.python}, the nearest "
+                                           f"interpreter available offline to the {env.python_requested} its recipe "
+                                           f"asks: {error}" + (f" ({where})" if where else ""))
 
 
 def _lock(digest: str) -> threading.Lock:

@@ -15,7 +15,7 @@ import pytest
 
 from harness.core.sources import cache_dir
 from harness.core.task import Environment, Task
-from harness.environments.errors import EnvironmentUnsupported
+from harness.environments.errors import EnvironmentBuildError, EnvironmentUnsupported
 from harness.environments.resolve import (
     Declarations,
     ResolveError,
@@ -26,8 +26,14 @@ from harness.environments.resolve import (
     run_uv,
     uv_binary,
 )
-from harness.environments.resolved import _forward_or_leave_out, build_only_wheels, resolved_pins
+from harness.environments.resolved import (
+    _forward_or_leave_out,
+    _on_another_interpreter,
+    build_only_wheels,
+    resolved_pins,
+)
 from harness.environments.wheelhouse import WheelhouseError
+from harness.evaluation import swebench
 from tests.approval.helpers import CountingServer
 from tests.evaluation.hostile_index import evil_sdist
 
@@ -430,3 +436,53 @@ def test_a_forward_package_takes_its_first_release_with_a_wheel_instead_of_an_sd
     assert any("first release with one, 1.19.3" in s for s in said), said
     standing_in = resolve(["numpy"], "3.9", "2019-03-20", cache=tmp_path)      # control: without forward
     assert [s.name for s in standing_in.sdist_only] == ["numpy"] and standing_in.pins != ahead.pins
+
+
+def test_a_recipe_pin_the_projects_edited_requirements_exclude_gives_way_as_the_official_install_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # sphinx 3.x/4.0: the recipe pins Jinja2==3.0.3 and its pre-install edit makes setup.py require Jinja2<3.0;
+    # officially the project's install (after the pins) downgrades Jinja2, offline the wheelhouse must hold 2.x
+    row = next(json.loads(line) for line in (SWEBENCH / "lite-test.jsonl").read_text().splitlines()
+               if '"sphinx-doc__sphinx-8713"' in line)
+    with tarfile.open(SWEBENCH / "repos" / "sphinx-doc__sphinx-8713.tar.gz") as tf:
+        tf.extractall(tmp_path / "src", filter="data")
+    root = next(p for p in (tmp_path / "src").iterdir() if p.is_dir())
+    env = swebench.environment_of(row, swebench.spec_of(row), "3.9")
+    assert env is not None and "Jinja2==3.0.3" in env.pins
+    task = Task(id=row["instance_id"], problem_statement="", repo_dir=root, python="3.9", environment=env)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    said: list[str] = []
+    pins, sdists, _ = resolved_pins(task, env, said.append)
+    pinned = dict(p.split("==") for p in pins) | {s.name: s.version for s in sdists}
+    assert pinned["jinja2"].startswith("2."), pinned
+    assert pinned["tox"] == "4.16.0"                                     # the pins it does not contradict stay
+    assert any("pins Jinja2==3.0.3, which the project's own requirement Jinja2<3.0 excludes" in s for s in said)
+
+
+SKLEARN_0_20_ON_3_9 = """building harness-env:inst-x on harness-env:venv-y failed: the install step exited 1:
+Successfully installed scikit-learn
+Traceback (most recent call last):
+  File "/workspace/sklearn/externals/joblib/externals/cloudpickle/cloudpickle.py", line 148, in _make_cell
+    return types.CodeType(
+TypeError: an integer is required (got type bytes)
+
+harness: the project does not import: sklearn (from /)"""
+
+
+@pytest.mark.parametrize("requested, error, unsupported", [
+    ("3.6", "TypeError: an integer is required (got type bytes)", True),     # the project predates 3.9
+    ("3.9", "TypeError: an integer is required (got type bytes)", False),    # asked for 3.9: our failure
+    ("3.6", "ModuleNotFoundError: No module named 'scipy'", False),           # a dependency we should have had
+])
+def test_a_project_that_does_not_import_on_the_stand_in_interpreter_is_unsupported(
+        requested: str, error: str, unsupported: bool) -> None:
+    env = Environment(key="scikit-learn/scikit-learn 0.20", python_requested=requested)
+    task = Task(id="scikit-learn__scikit-learn-13142", problem_statement="", repo_dir=Path("."), python="3.9",
+                environment=env)
+    failure = EnvironmentBuildError(SKLEARN_0_20_ON_3_9.replace("TypeError: an integer is required (got type bytes)",
+                                                                error))
+    judged = _on_another_interpreter(task, env, failure)
+    assert isinstance(judged, EnvironmentUnsupported) is unsupported
+    if unsupported:
+        assert "does not import on Python 3.9, the nearest interpreter available offline to the 3.6" in str(judged)
+        assert "TypeError: an integer is required" in str(judged) and "cloudpickle.py" in str(judged)
