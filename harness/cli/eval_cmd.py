@@ -39,7 +39,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                                    "instance into --out.")
     p.add_argument("tasks", nargs="*", type=Path, metavar="TASK_DIRS",
                    help="task directories or folders of them (default: tasks/ unless --instances)")
-    p.add_argument("--instances", type=Path, metavar="FILE", help="SWE-bench-style instances (JSONL)")
+    p.add_argument("--instances", type=Path, metavar="FILE",
+                   help="SWE-bench instances: JSONL, a JSON list, or parquet (with the parquet extra)")
     p.add_argument("--repos", type=Path, metavar="DIR",
                    help="sources of --instances: DIR/<instance_id>.tar.gz or git clones DIR/<owner>__<name> "
                         "(default: clone each repository once into the cache from --repo-url)")

@@ -44,8 +44,14 @@ _OFFLINE_KEYS = ("FAIL_TO_PASS", "PASS_TO_PASS", "requirements", "install_cmd", 
                  "repo", "base_commit", "version", "created_at")
 
 
+PARQUET_INSTALL = ".venv/bin/pip install -e '.[parquet]'   (or: pip install pyarrow)"
+
+
 def read_jsonl(path: Path, what: str) -> list[dict[str, Any]]:
-    """The objects of a JSONL file (a JSON list is accepted too), with line-numbered errors."""
+    """The objects of a JSONL file (a JSON list is accepted too), with line-numbered errors; a `.parquet`
+    file (the format SWE-bench's datasets are published in) is read with pyarrow when it is installed."""
+    if Path(path).suffix.lower() == ".parquet":
+        return read_parquet(Path(path), what)
     text = Path(path).read_text()
     if text.lstrip().startswith("["):
         try:
@@ -66,6 +72,39 @@ def read_jsonl(path: Path, what: str) -> list[dict[str, Any]]:
             raise TaskError(f"{path}:{number} is {type(row).__name__}, expected a JSON object")
         rows.append(row)
     return rows
+
+
+def read_parquet(path: Path, what: str) -> list[dict[str, Any]]:
+    """The rows of a parquet file as JSON-like objects (timestamps as ISO 8601 text, bytes as UTF-8 text).
+
+    Raises:
+        TaskError: pyarrow is not installed (the install line is in the message), or the file is not
+            a readable parquet file.
+    """
+    try:
+        import pyarrow.parquet as pq  # noqa: PLC0415 - an optional extra, imported only for parquet files
+    except ImportError as exc:
+        raise TaskError(f"{path} is a parquet file, which needs pyarrow (the optional extra `parquet`); install it "
+                        f"with:\n  {PARQUET_INSTALL}\nor give the {what} as JSONL (one JSON object per line)") from exc
+    try:
+        rows = pq.read_table(path).to_pylist()
+    except (OSError, ValueError) as exc:     # pyarrow's ArrowInvalid is a ValueError
+        raise TaskError(f"{path} is not a readable parquet file ({exc}); expected a table with one {what} "
+                        "per row, e.g. SWE-bench's published data/test-00000-of-00001.parquet") from exc
+    return [{str(k): _plain(v) for k, v in row.items()} for row in rows]
+
+
+def _plain(value: Any) -> Any:
+    """A parquet cell as JSON would have held it."""
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
 
 
 def _json_list(value: Any) -> Any:

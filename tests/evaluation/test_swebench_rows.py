@@ -8,8 +8,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from harness.errors import TaskError
@@ -54,6 +57,35 @@ def test_a_sympy_row_gets_bin_test_with_paths_and_its_pins() -> None:
     assert task.log_parser == "sympy" and task.environment is not None
     assert "mpmath==1.3.0" in task.environment.pins
     assert ("PYTHONWARNINGS", "ignore::UserWarning,ignore::SyntaxWarning") in task.environment.test_env
+
+
+def test_the_published_parquet_rows_give_the_same_tasks_as_their_jsonl(tmp_path: Path) -> None:
+    # SWE-bench's datasets are published as parquet: every column a string, the test lists JSON-encoded
+    rows = [_row("django__django-11099"), _row("sympy__sympy-20590")]
+    table = pa.Table.from_pylist([{k: (json.dumps(v) if isinstance(v, list) else v) for k, v in r.items()}
+                                  for r in rows])
+    assert all(pa.types.is_string(t) for t in table.schema.types)
+    pq.write_table(table, tmp_path / "test-00000-of-00001.parquet")
+    from_parquet = load_instances(tmp_path / "test-00000-of-00001.parquet", REPOS)
+    from_jsonl = load_instances(_write(tmp_path, *rows), REPOS)
+    assert [(t.id, t.test_cmd, t.fail_to_pass, t.pass_to_pass, t.environment) for t in from_parquet] == \
+        [(t.id, t.test_cmd, t.fail_to_pass, t.pass_to_pass, t.environment) for t in from_jsonl]
+
+
+def test_a_parquet_file_without_pyarrow_names_the_install_line(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "rows.parquet").write_bytes(b"PAR1")
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)      # what an install without the extra sees
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    expected = r"(?s)needs pyarrow \(the optional extra `parquet`\).*pip install -e '\.\[parquet\]'"
+    with pytest.raises(TaskError, match=expected):
+        load_instances(tmp_path / "rows.parquet", REPOS)
+
+
+def test_a_damaged_parquet_file_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "rows.parquet").write_bytes(b"not parquet at all")
+    with pytest.raises(TaskError, match="is not a readable parquet file"):
+        load_instances(tmp_path / "rows.parquet", REPOS)
 
 
 def test_fields_on_the_row_override_the_specification(tmp_path: Path) -> None:
