@@ -62,7 +62,7 @@ from harness.environments.venv import (
     TOOLCHAIN_FLOOR,
     env_dockerfile,
     env_lines,
-    instance_changes,
+    label_line,
 )
 from harness.environments.wheelhouse import WheelhouseError, download_sdist, pinned_wheelhouse
 from sandbox.api import Progress, quiet
@@ -385,7 +385,7 @@ def ensure_environment(task: Task, env: Environment, base_image: str, pins: list
 
 def _ensure_instance(task: Task, env: Environment, env_tag: str, base_image: str, client: docker.DockerClient,
                      progress: Progress) -> str:
-    env_vars = env_lines(env.test_env, task.id)
+    env_vars = env_lines(env.test_env, task.id)      # validated (plain names, no newline in a value)
     version = str(task.extra.get("version", ""))
     settings = {"installed": bool(task.install_cmd),
                 "scm_version": f"{version}.0" if re.fullmatch(r"\d+(\.\d+){0,2}", version) else "0.0.0"}
@@ -398,13 +398,14 @@ def _ensure_instance(task: Task, env: Environment, env_tag: str, base_image: str
     tag = f"{REPOSITORY}:inst-{digest}"
     labels = {HASH_LABEL: digest, BASE_LABEL: base_image, KIND_LABEL: "instance", KEY_LABEL: env.key,
               PROJECT_ARCHIVE_LABEL: PROJECT_ARCHIVE}
+    label_line(labels)       # refuses a value with a newline or NUL, as the environment image's LABEL does
     with _lock(digest):
         if image_exists(client, tag):
             return tag
         started = time.monotonic()
         progress(f"building instance {tag} for {task.id} on {env_tag}")
         try:
-            output = build_instance(client, env_tag, tag, task.repo_dir, scripts, instance_changes(env_vars, labels))
+            output = build_instance(client, env_tag, tag, task.repo_dir, scripts, dict(env.test_env), labels)
         except EnvironmentBuildError as exc:
             raise _on_another_interpreter(task, env, exc) from exc
         for line in output.splitlines()[-5:]:

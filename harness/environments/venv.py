@@ -7,20 +7,20 @@ Two images per task (see `resolved.py` for when each is built):
   and wheel from their own wheels (Debian's pip never installs anything), then the resolved pins
   installed offline with `--no-deps` (uv's resolution is complete). sdist-only pins are built into wheels
   in a first stage of the same network-less build, with the era's toolchain and no build isolation.
-- the **instance image** (one per task): the environment image plus one committed layer (`instance.py`):
-  in a network-less build container the project is unpacked into a tmpfs /workspace, `pre_install` and
-  the install command run there offline as the agent user, the project's packages are imported from /,
+- the **instance image** (one per task): the environment image plus one layer (`instance.py`): in a
+  network-less build container the project is unpacked into a tmpfs /workspace, `pre_install` and the
+  install command run there offline as the agent user, the project's packages are imported from /,
   and what the install added or changed under /workspace is saved to /opt/harness/overlay, which the
-  sandbox copies onto its fresh /workspace at start. The tests' variables are ENV changes of the commit.
+  sandbox copies onto its fresh /workspace at start. What the build changed in the container's own
+  filesystem becomes the layer (`write_layer`); the tests' variables are ENV of the image's config.
 
 The sandbox's exec environment has a fixed PATH, so the venv is put first through /usr/local/bin:
 `python`, `python3` and `python3.X` there are tiny exec wrappers (a symlink would not activate the venv:
 Python looks for pyvenv.cfg beside the link), every other venv script is symlinked (its shebang names
 the venv's interpreter). Scripts are relinked after the project's install.
 
-Nothing a task supplies is pasted into a Dockerfile or a commit's changes except the test variables and
-the environment key (a label), validated and quoted (`env_lines`, `label_line`); commands are files run
-with bash.
+Nothing a task supplies is pasted into a Dockerfile except the test variables and the environment key
+(a label), validated and quoted (`env_lines`, `label_line`); commands are files run with bash.
 """
 
 from __future__ import annotations
@@ -134,13 +134,15 @@ bash {ENV_DIR}/link-scripts.sh
 # the project into /workspace, snapshots it, runs pre-install.sh and install.sh there, checks the
 # imports from /, and copies what the install added or changed to the overlay.
 INSTANCE_BUILD = f'''\
-import hashlib, json, os, shutil, subprocess, sys, time
+import json, os, shutil, subprocess, sys, time
 
 WORK, HERE, OVERLAY, PROJECT = "/workspace", "{INSTANCE_DIR}", "{OVERLAY}", "{PROJECT_ARCHIVE}"
 SKIP = {{".git", "__pycache__"}}
 
 
 def snapshot():
+    # what identifies a file's content here: a write changes its ctime (which no process sets back), a
+    # replacement its inode; reading every file to hash it cost a second a pass on a django-sized tree
     files = {{}}
     for top, dirs, names in os.walk(WORK):
         dirs[:] = [d for d in dirs if d not in SKIP]
@@ -149,8 +151,8 @@ def snapshot():
             if os.path.islink(path):
                 files[path] = "link:" + os.readlink(path)
             elif os.path.isfile(path):
-                with open(path, "rb") as handle:
-                    files[path] = hashlib.sha256(handle.read()).hexdigest()
+                st = os.lstat(path)
+                files[path] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
     return files
 
 
@@ -183,6 +185,68 @@ def top_level_names():
     return names
 
 
+LAYER = os.path.join(HERE, "layer.tar")
+
+
+def mount_points():
+    with open("/proc/self/mountinfo") as handle:
+        points = {{line.split()[4].replace("\\\\040", " ") for line in handle}}
+    return points - {{"/"}}
+
+
+# what the image's layer is made of: the container's own filesystem, never its mounts (the tmpfs
+# /workspace, /tmp, /home/agent; docker's /etc/hosts), the build's steps, nor the project archive
+OUTSIDE = mount_points() | {{"/proc", "/sys", "/dev", HERE, os.path.dirname(PROJECT)}}
+
+
+STARTED = os.path.join(HERE, ".started")
+
+
+def found(*tests):
+    """The entries of the container's own filesystem (-xdev: no mount) passing `tests`, without the
+    mounts' own folders, the build's steps and the project archive."""
+    out = subprocess.run(["find", "/", "-xdev", *tests, "-print0"], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL).stdout
+    paths = (p.decode("utf-8", "surrogateescape") for p in out.split(b"\\0") if p)
+    skip = tuple(top + "/" for top in OUTSIDE)
+    return [p for p in paths if p != "/" and p not in OUTSIDE and not p.startswith(skip)]
+
+
+def write_layer(before):
+    """The image layer of what the build changed in the container's own filesystem: every entry whose
+    status changed since the build started (the kernel sets the ctime of whatever is written, created,
+    renamed, linked or chmod-ed, and nothing sets it back), and a whiteout (.wh.NAME) for each entry of
+    `before` that is gone and whose folder stays; a folder comes before what it holds. Only the names are
+    listed before the install: a stat of every file through fuse-overlayfs took seconds."""
+    import tarfile
+    changed = sorted(found("-cnewer", STARTED))
+    gone = set(before) - set(found())
+    with tarfile.open(LAYER, "w", format=tarfile.PAX_FORMAT) as tar:
+        for path in changed:
+            tar.add(path, arcname=path.lstrip("/"), recursive=False)
+        for path in sorted(gone):
+            if os.path.dirname(path) not in gone:
+                tar.addfile(tarfile.TarInfo(os.path.join(os.path.dirname(path), ".wh." + os.path.basename(path))
+                                            .lstrip("/")))
+    return len(changed), len(gone)
+
+
+def link_scripts():
+    """Link the venv's new scripts (the project's console scripts: django-admin, pylint) into
+    /usr/local/bin, first on the sandbox's PATH. Not link-scripts.sh: as the build's user it stopped at
+    the root-owned link of the venv's __pycache__ folder, before any script."""
+    bin_dir = "{VENV}/bin"
+    for name in sorted(os.listdir(bin_dir)):
+        script, link = os.path.join(bin_dir, name), os.path.join("/usr/local/bin", name)
+        if name.startswith(("python", "activate", "Activate")) or not os.path.isfile(script):
+            continue
+        if os.path.lexists(link):
+            if not os.path.islink(link) or os.readlink(link) == script:
+                continue      # a wrapper of ours, or linked already
+            os.remove(link)
+        os.symlink(script, link)
+
+
 SPENT = []
 
 
@@ -202,6 +266,8 @@ def main():
     os.environ.update(env)
     t = spent("unpack", t)
     before = snapshot()
+    open(STARTED, "w").close()
+    system_before = found()
     t = spent("snapshot", t)
     with open("/tmp/install.log", "w") as log:
         ok = run(os.path.join(HERE, "pre-install.sh"), log) and run(os.path.join(HERE, "install.sh"), log)
@@ -211,7 +277,7 @@ def main():
     if not ok:
         print("{INSTALL_FAILED}")
         return 1
-    subprocess.call(["bash", "{ENV_DIR}/link-scripts.sh"])
+    link_scripts()
     where = "/" if settings["installed"] else WORK
     for name in top_level_names():
         check = subprocess.run([sys.executable, "-c", "import " + name], cwd=where,
@@ -231,7 +297,10 @@ def main():
         shutil.copy2(path, dest, follow_symlinks=False)
     os.makedirs(OVERLAY, exist_ok=True)
     print("overlay: %d file(s) added or changed by the install" % len(changed))
-    spent("overlay", t)
+    t = spent("overlay", t)
+    written, removed = write_layer(system_before)
+    print("layer: %d entries changed or added, %d removed" % (written, removed))
+    spent("layer", t)
     print("time: " + ", ".join(SPENT))
     return 0
 
@@ -240,11 +309,6 @@ sys.exit(main())
 '''
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def instance_changes(env_vars: str, labels: dict[str, str]) -> list[str]:
-    """The instructions the instance build's commit applies: the test variables and the labels."""
-    return [line for line in (env_vars + label_line(labels)).splitlines() if line]
 
 
 def label_line(labels: dict[str, str]) -> str:

@@ -89,17 +89,19 @@ def test_django_instances_share_one_environment_and_run_their_tests(tmp_path, do
     labels = docker_client.images.get(tag2).labels
     assert labels[KIND_LABEL] == "instance" and labels[BASE_LABEL] == base39
     assert docker_client.images.get(env_tag).labels[KIND_LABEL] == "environment"
-    env_layers = {layer["Id"] for layer in docker_client.images.get(env_tag).history()}
-    added = [layer for layer in docker_client.images.get(tag2).history() if layer["Id"] not in env_layers]
-    assert len(added) <= 8, added
-    print(f"instance layers over the environment: {len(added)}, {sum(la['Size'] for la in added) / 1e6:.1f} MB")
+    env_layers = docker_client.images.get(env_tag).attrs["RootFS"]["Layers"]
+    instance_layers = docker_client.images.get(tag2).attrs["RootFS"]["Layers"]
+    assert instance_layers[:-1] == env_layers                      # one layer over the environment's
+    print(f"instance layer: {docker_client.images.get(tag2).history()[0]['Size'] / 1e6:.1f} MB")
 
     sandbox = box(tag, repo)
     probe = sandbox.exec('cd / && python -c "import django, sys; print(django.__file__, sys.prefix)" && '
-                         'ls -d /workspace/Django.egg-info && echo "$DJANGO_TEST_MARK" && command -v pip', timeout=60)
+                         'ls -d /workspace/Django.egg-info && echo "$DJANGO_TEST_MARK" && command -v pip && '
+                         'command -v django-admin && stat -c "%U %a" /opt/harness/project/workspace.tar', timeout=60)
     assert probe.exit_code == 0, probe.stderr.text
     assert probe.stdout.text.splitlines() == ["/workspace/django/__init__.py /opt/harness/venv",
-                                              "/workspace/Django.egg-info", 'a "quoted" $value', "/usr/local/bin/pip"]
+                                              "/workspace/Django.egg-info", 'a "quoted" $value', "/usr/local/bin/pip",
+                                              "/usr/local/bin/django-admin", "root 444"]
     run = sandbox.exec("./tests/runtests.py --settings=test_sqlite --parallel 1 basic", timeout=600)
     assert run.exit_code == 0, run.stderr.text[-3000:]
     assert "OK" in run.stderr.text
@@ -124,14 +126,16 @@ def test_sympy_instance_runs_bin_test(tmp_path, docker_client, base39, box):
 
 def _hostile(root: Path, marker: Path) -> Path:
     (root / "hostile").mkdir(parents=True)
-    (root / "hostile" / "__init__.py").write_text("VALUE = 1\n")
+    (root / "hostile" / "__init__.py").write_text("VALUE = 1\n\ndef main():\n    print('hostile-cli ran')\n")
     (root / "setup.py").write_text(
         "import os, pathlib\n"
         f"os.makedirs({str(marker.parent)!r}, exist_ok=True)\n"
         f"pathlib.Path({str(marker)!r}).write_text('setup.py ran')\n"
         "pathlib.Path('ran-in-build.txt').write_text('setup.py ran here')\n"
+        "pathlib.Path('/opt/harness/venv/bin/activate').unlink(missing_ok=True)\n"   # a whiteout in the layer
         "from setuptools import setup\n"
-        "setup(name='hostile', version='0.1', packages=['hostile'])\n")
+        "setup(name='hostile', version='0.1', packages=['hostile'],\n"
+        "      entry_points={'console_scripts': ['hostile-cli=hostile:main']})\n")
     return root
 
 
@@ -144,10 +148,11 @@ def test_setup_py_runs_only_in_the_network_less_build_and_a_failed_install_is_a_
     assert not marker.exists() and not marker.parent.exists()
     sandbox = box(tag, repo)
     probe = sandbox.exec("cat ran-in-build.txt; echo; ls -d hostile.egg-info; "
-                         "cd / && python -c 'import hostile; print(hostile.__file__)'", timeout=60)
+                         "cd / && python -c 'import hostile; print(hostile.__file__)' && hostile-cli && "
+                         "test ! -e /opt/harness/venv/bin/activate && echo removed", timeout=60)
     assert probe.exit_code == 0, probe.stderr.text
-    assert probe.stdout.text.split("\n")[:3] == ["setup.py ran here", "hostile.egg-info",
-                                                 "/workspace/hostile/__init__.py"]
+    assert probe.stdout.text.split("\n")[:5] == ["setup.py ran here", "hostile.egg-info",
+                                                 "/workspace/hostile/__init__.py", "hostile-cli ran", "removed"]
     broken = _task("hostile-broken", repo, env, "0.1", install="echo 'cannot build this' >&2; exit 3")
     with pytest.raises(EnvironmentBuildError) as caught:
         ensure_env_image(broken, base39, client=docker_client)
