@@ -185,9 +185,9 @@ def _project_tar(packed: bytes) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:") as tar:
         top = tarfile.TarInfo(folder)
-        top.type, top.mode, top.uid, top.gid = tarfile.DIRTYPE, 0o755, 0, 0
+        top.type, top.mode, top.uid, top.gid, top.mtime = tarfile.DIRTYPE, 0o755, 0, 0, int(time.time())
         tar.addfile(top)
         info = tarfile.TarInfo(f"{folder}/{posixpath.basename(PROJECT_ARCHIVE)}")
-        info.size, info.mode, info.uid, info.gid = len(packed), 0o444, 0, 0
+        info.size, info.mode, info.uid, info.gid, info.mtime = len(packed), 0o444, 0, 0, top.mtime
         tar.addfile(info, io.BytesIO(packed))
     return buf.getvalue()
