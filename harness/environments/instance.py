@@ -48,10 +48,10 @@ _TMPFS = "rw,exec,nosuid,nodev,uid=1000,gid=1000,mode=0755"
 
 
 def build_instance(client: docker.DockerClient, env_tag: str, tag: str, repo_dir: Path, files: dict[str, str],
-                   env: dict[str, str], labels: dict[str, str]) -> str:
+                   env: dict[str, str], labels: dict[str, str], system_files: dict[str, bytes] | None = None) -> str:
     """Make `tag`: `env_tag` plus the layer of what the build script changed when it ran on `repo_dir`
-    with the step `files`, with the variables `env` and `labels` added to its config; returns the
-    build's output.
+    with the step `files` and the root-owned `system_files` (absolute path: content), with the variables
+    `env` and `labels` added to its config; returns the build's output.
 
     Raises:
         EnvironmentBuildError: the build script failed (its output's tail in the message), or Docker did.
@@ -86,7 +86,7 @@ def build_instance(client: docker.DockerClient, env_tag: str, tag: str, repo_dir
             said = f"timed out after {BUILD_TIMEOUT}s" if code == 124 else f"exited {code}"
             raise EnvironmentBuildError(f"building {tag} on {env_tag} failed: the install step {said}:\n{tail}")
         t3 = time.monotonic()
-        layer = _layer(_fetch(container, LAYER), packed)
+        layer = _layer(_fetch(container, LAYER), packed, system_files or {})
         load_image(client, env_tag, tag, layer, env, labels, f"harness instance build of {tag}")
         return (f"{text.rstrip()}\nhost: pack {t1 - t0:.1f}s, start and copy {t2 - t1:.1f}s, "
                 f"build script {t3 - t2:.1f}s, layer and load {time.monotonic() - t3:.1f}s\n")
@@ -110,8 +110,9 @@ def _fetch(container: Container, path: str) -> bytes:
         return handle.read()
 
 
-def _layer(delta: bytes, packed: bytes) -> bytes:
-    """The instance's layer: the project archive (root's, read-only) and what the build changed."""
+def _layer(delta: bytes, packed: bytes, system_files: dict[str, bytes]) -> bytes:
+    """The instance's layer: the project archive (root's, read-only), `system_files` (root's) and what the
+    build changed."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar, \
             tarfile.open(fileobj=io.BytesIO(_project_tar(packed))) as project, \
@@ -123,6 +124,10 @@ def _layer(delta: bytes, packed: bytes) -> bytes:
                 if prefix:
                     member.name = f"{prefix}/{member.name}"
                 tar.addfile(member, data)
+        for path, content in sorted(system_files.items()):
+            entry = tarfile.TarInfo(path.lstrip("/"))
+            entry.size, entry.mode, entry.mtime = len(content), 0o644, int(time.time())
+            tar.addfile(entry, io.BytesIO(content))
     return buf.getvalue()
 
 

@@ -60,9 +60,11 @@ from harness.environments.venv import (
     RECIPE_VERSION,
     TOOLCHAIN,
     TOOLCHAIN_FLOOR,
+    VENV_LINK_MODULE,
     env_dockerfile,
     env_lines,
     label_line,
+    venv_link_files,
 )
 from harness.environments.wheelhouse import WheelhouseError, download_sdist, pinned_wheelhouse
 from sandbox.api import Progress, quiet
@@ -392,7 +394,7 @@ def _ensure_instance(task: Task, env: Environment, env_tag: str, base_image: str
     scripts = {"build.py": INSTANCE_BUILD, "pre-install.sh": "".join(c + "\n" for c in env.pre_install),
                "install.sh": (task.install_cmd + "\n") if task.install_cmd else "",
                "settings.json": json.dumps(settings)}
-    h = hashlib.sha256(json.dumps([RECIPE_VERSION, env_tag, env_vars, scripts]).encode())
+    h = hashlib.sha256(json.dumps([RECIPE_VERSION, env_tag, env_vars, scripts, VENV_LINK_MODULE]).encode())
     h.update(tree_hash(task.repo_dir).encode())
     digest = h.hexdigest()[:16]
     tag = f"{REPOSITORY}:inst-{digest}"
@@ -405,7 +407,8 @@ def _ensure_instance(task: Task, env: Environment, env_tag: str, base_image: str
         started = time.monotonic()
         progress(f"building instance {tag} for {task.id} on {env_tag}")
         try:
-            output = build_instance(client, env_tag, tag, task.repo_dir, scripts, dict(env.test_env), labels)
+            output = build_instance(client, env_tag, tag, task.repo_dir, scripts, dict(env.test_env), labels,
+                                    system_files=venv_link_files(task.python))
         except EnvironmentBuildError as exc:
             raise _on_another_interpreter(task, env, exc) from exc
         for line in output.splitlines()[-5:]:

@@ -308,6 +308,53 @@ def main():
 sys.exit(main())
 '''
 
+# Python 3.9 finds a venv's pyvenv.cfg only beside the program it was started as: a process started
+# through a link to the venv's python from elsewhere runs as the system interpreter without the venv.
+# tox-current-env makes exactly such links (.tox/py39/bin/python -> sys.executable), and sphinx 3.4+
+# runs its tests as `python -X dev -m pytest` through them (docutils missing, every test failed).
+# This module, imported by a .pth file of the system interpreter's site folder, puts the venv's
+# site-packages (and its .pth files: the project's egg-link) before the system's dist-packages in
+# such a process, and only there.
+VENV_LINK_MODULE = f'''"""The harness venv for a process started through a link to its python from outside it."""
+import os
+import sys
+
+VENV_BIN = "{VENV}/bin"
+
+
+def _through_venv_link():
+    path = sys.executable
+    for _ in range(16):
+        if not path or not os.path.islink(path):
+            return False
+        target = os.path.normpath(os.path.join(os.path.dirname(path), os.readlink(path)))
+        if os.path.dirname(target) == VENV_BIN:
+            return os.path.dirname(path) != VENV_BIN
+        path = target
+    return False
+
+
+if sys.prefix == sys.base_prefix and _through_venv_link():
+    import glob
+    import site
+    before = list(sys.path)
+    for folder in glob.glob("{VENV}/lib/python*/site-packages"):
+        site.addsitedir(folder)
+    added = [p for p in sys.path if p not in before]
+    rest = [p for p in sys.path if p not in added]
+    at = next((i for i, p in enumerate(rest) if p.endswith("dist-packages")), len(rest))
+    sys.path[:] = rest[:at] + added + rest[at:]
+'''
+VENV_LINK_PTH = "import harness_venv_link\n"
+
+
+def venv_link_files(python: str) -> dict[str, bytes]:
+    """The system interpreter's files (root's) that give the venv to a process started through a link."""
+    folder = f"/usr/local/lib/python{python}/dist-packages"
+    return {f"{folder}/harness_venv_link.py": VENV_LINK_MODULE.encode(),
+            f"{folder}/harness-venv-link.pth": VENV_LINK_PTH.encode()}
+
+
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 

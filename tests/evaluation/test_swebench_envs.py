@@ -102,6 +102,15 @@ def test_django_instances_share_one_environment_and_run_their_tests(tmp_path, do
     assert probe.stdout.text.splitlines() == ["/workspace/django/__init__.py /opt/harness/venv",
                                               "/workspace/Django.egg-info", 'a "quoted" $value', "/usr/local/bin/pip",
                                               "/usr/local/bin/django-admin", "root 444"]
+    # tox-current-env runs the tests through a link to the venv's python made elsewhere (.tox/py39/bin/python),
+    # which Python 3.9 starts without the venv; the instance gives it the venv's packages (and the system
+    # interpreter through any other link stays without them)
+    linked = sandbox.exec("mkdir -p .tox/py39/bin /tmp/sys/bin && "
+                          "ln -s /opt/harness/venv/bin/python .tox/py39/bin/python && "
+                          "ln -s /usr/bin/python3 /tmp/sys/bin/python && cd / && /workspace/.tox/py39/bin/python -c "
+                          "'import django, sqlparse, pytz; print(django.__file__)' && "
+                          "! /tmp/sys/bin/python -c 'import pytz' 2>/dev/null && rm -rf /workspace/.tox", timeout=60)
+    assert (linked.exit_code, linked.stdout.text) == (0, "/workspace/django/__init__.py\n"), linked.stderr.text
     run = sandbox.exec("./tests/runtests.py --settings=test_sqlite --parallel 1 basic", timeout=600)
     assert run.exit_code == 0, run.stderr.text[-3000:]
     assert "OK" in run.stderr.text
