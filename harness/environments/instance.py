@@ -36,14 +36,14 @@ import docker.errors
 from docker.models.containers import Container
 
 from harness.environments.errors import EnvironmentBuildError
-from harness.environments.venv import INSTANCE_DIR, PROJECT_ARCHIVE, VENV
+from harness.environments.venv import INSTANCE_DIR, LAYER_DIR, LAYER_SCRIPT, PROJECT_ARCHIVE, VENV
 from sandbox import copy as copying
 from sandbox.reaper import owner_labels
 
 MAX_BYTES = 1 << 30          # the project as packed for the build, at most
 MAX_FILES = 200_000
 BUILD_TIMEOUT = 3600         # seconds the project's install and checks may take
-LAYER = f"{INSTANCE_DIR}/layer.tar"   # where the build script writes the layer (venv.INSTANCE_BUILD)
+LAYER = f"{LAYER_DIR}/layer.tar"      # where venv.LAYER_SCRIPT writes the layer
 _TMPFS = "rw,exec,nosuid,nodev,uid=1000,gid=1000,mode=0755"
 
 
@@ -65,7 +65,10 @@ def build_instance(client: docker.DockerClient, env_tag: str, tag: str, repo_dir
     try:
         container = client.containers.create(
             env_tag, command=["sleep", "infinity"], user="1000:1000", working_dir="/workspace",
-            network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"], pids_limit=4096,
+            # DAC_READ_SEARCH serves only the root-run layer script (reading what the build's user wrote, a
+            # file of mode 0600 included); the build's own processes run as 1000, without capabilities
+            network_mode="none", cap_drop=["ALL"], cap_add=["DAC_READ_SEARCH"],
+            security_opt=["no-new-privileges"], pids_limit=4096,
             tmpfs={"/workspace": f"{_TMPFS},size=4g", "/tmp": f"{_TMPFS},size=4g", "/home/agent": f"{_TMPFS},size=1g"},
             init=True, labels={**owner_labels(session), "harness.kind": "envbuild"},
             name=f"harness-{session}")
@@ -74,9 +77,10 @@ def build_instance(client: docker.DockerClient, env_tag: str, tag: str, repo_dir
     try:
         t1 = time.monotonic()
         container.start()
-        if not (container.put_archive(posixpath.dirname(posixpath.dirname(PROJECT_ARCHIVE)), _project_tar(packed))
+        if not (container.put_archive("/opt/harness", _project_tar(packed))
                 and container.put_archive(INSTANCE_DIR, _steps_tar(files))):
             raise EnvironmentBuildError(f"copying the project into the build container of {tag} failed")
+        _layer_step(container, tag, "before")
         t2 = time.monotonic()
         code, output = container.exec_run(["timeout", str(BUILD_TIMEOUT), f"{VENV}/bin/python",
                                            f"{INSTANCE_DIR}/build.py"], user="1000:1000", workdir="/workspace")
@@ -86,6 +90,7 @@ def build_instance(client: docker.DockerClient, env_tag: str, tag: str, repo_dir
             said = f"timed out after {BUILD_TIMEOUT}s" if code == 124 else f"exited {code}"
             raise EnvironmentBuildError(f"building {tag} on {env_tag} failed: the install step {said}:\n{tail}")
         t3 = time.monotonic()
+        text += _layer_step(container, tag, "after")
         layer = _layer(_fetch(container, LAYER), packed, system_files or {})
         load_image(client, env_tag, tag, layer, env, labels, f"harness instance build of {tag}")
         return (f"{text.rstrip()}\nhost: pack {t1 - t0:.1f}s, start and copy {t2 - t1:.1f}s, "
@@ -97,6 +102,17 @@ def build_instance(client: docker.DockerClient, env_tag: str, tag: str, repo_dir
             container.remove(force=True)
         except docker.errors.NotFound:
             pass
+
+
+def _layer_step(container: Container, tag: str, step: str) -> str:
+    """Run venv.LAYER_SCRIPT's `step` as root with the system interpreter, isolated (-I -S: no site folder
+    the build's user could have written to); returns what it printed."""
+    code, output = container.exec_run(["/usr/bin/python3", "-I", "-S", f"{LAYER_DIR}/layer.py", step], user="0:0",
+                                      workdir="/", environment={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+    text = output.decode("utf-8", "replace") if isinstance(output, bytes) else str(output)
+    if code != 0:
+        raise EnvironmentBuildError(f"building {tag}: the layer script's '{step}' step exited {code}:\n{text[-3000:]}")
+    return text
 
 
 def _fetch(container: Container, path: str) -> bytes:
@@ -115,10 +131,9 @@ def _layer(delta: bytes, packed: bytes, system_files: dict[str, bytes]) -> bytes
     build changed."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar, \
-            tarfile.open(fileobj=io.BytesIO(_project_tar(packed))) as project, \
+            tarfile.open(fileobj=io.BytesIO(_project_tar(packed, with_layer_script=False))) as project, \
             tarfile.open(fileobj=io.BytesIO(delta)) as changed:
-        for source, prefix in ((project, posixpath.dirname(posixpath.dirname(PROJECT_ARCHIVE)).lstrip("/")),
-                               (changed, "")):
+        for source, prefix in ((project, "opt/harness"), (changed, "")):
             for member in source:
                 data = source.extractfile(member) if member.isfile() else None
                 if prefix:
@@ -182,17 +197,24 @@ def _steps_tar(files: dict[str, str]) -> bytes:
     return buf.getvalue()
 
 
-def _project_tar(packed: bytes) -> bytes:
-    """A tar holding PROJECT_ARCHIVE's folder and the packed project as its one file (one file to write on
-    the container's filesystem; the build script and each sandbox unpack it into the /workspace tmpfs),
-    root's and read-only."""
-    folder = posixpath.basename(posixpath.dirname(PROJECT_ARCHIVE))
+def _project_tar(packed: bytes, with_layer_script: bool = True) -> bytes:
+    """A tar (to unpack in /opt/harness) of PROJECT_ARCHIVE's folder holding the packed project as its one
+    file (the build script and each sandbox unpack it into the /workspace tmpfs), root's and read-only,
+    and of LAYER_DIR with the layer script, root's alone."""
+    now = int(time.time())
+    entries: list[tuple[str, bytes | None, int]] = [
+        (posixpath.dirname(PROJECT_ARCHIVE), None, 0o755), (PROJECT_ARCHIVE, packed, 0o444)]
+    if with_layer_script:
+        entries += [(LAYER_DIR, None, 0o700), (f"{LAYER_DIR}/layer.py", LAYER_SCRIPT.encode(), 0o400)]
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:") as tar:
-        top = tarfile.TarInfo(folder)
-        top.type, top.mode, top.uid, top.gid, top.mtime = tarfile.DIRTYPE, 0o755, 0, 0, int(time.time())
-        tar.addfile(top)
-        info = tarfile.TarInfo(f"{folder}/{posixpath.basename(PROJECT_ARCHIVE)}")
-        info.size, info.mode, info.uid, info.gid, info.mtime = len(packed), 0o444, 0, 0, top.mtime
-        tar.addfile(info, io.BytesIO(packed))
+        for path, data, mode in entries:
+            info = tarfile.TarInfo(posixpath.relpath(path, "/opt/harness"))
+            info.mode, info.uid, info.gid, info.mtime = mode, 0, 0, now
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()

@@ -185,52 +185,6 @@ def top_level_names():
     return names
 
 
-LAYER = os.path.join(HERE, "layer.tar")
-
-
-def mount_points():
-    with open("/proc/self/mountinfo") as handle:
-        points = {{line.split()[4].replace("\\\\040", " ") for line in handle}}
-    return points - {{"/"}}
-
-
-# what the image's layer is made of: the container's own filesystem, never its mounts (the tmpfs
-# /workspace, /tmp, /home/agent; docker's /etc/hosts), the build's steps, nor the project archive
-OUTSIDE = mount_points() | {{"/proc", "/sys", "/dev", HERE, os.path.dirname(PROJECT)}}
-
-
-STARTED = os.path.join(HERE, ".started")
-
-
-def found(*tests):
-    """The entries of the container's own filesystem (-xdev: no mount) passing `tests`, without the
-    mounts' own folders, the build's steps and the project archive."""
-    out = subprocess.run(["find", "/", "-xdev", *tests, "-print0"], stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL).stdout
-    paths = (p.decode("utf-8", "surrogateescape") for p in out.split(b"\\0") if p)
-    skip = tuple(top + "/" for top in OUTSIDE)
-    return [p for p in paths if p != "/" and p not in OUTSIDE and not p.startswith(skip)]
-
-
-def write_layer(before):
-    """The image layer of what the build changed in the container's own filesystem: every entry whose
-    status changed since the build started (the kernel sets the ctime of whatever is written, created,
-    renamed, linked or chmod-ed, and nothing sets it back), and a whiteout (.wh.NAME) for each entry of
-    `before` that is gone and whose folder stays; a folder comes before what it holds. Only the names are
-    listed before the install: a stat of every file through fuse-overlayfs took seconds."""
-    import tarfile
-    changed = sorted(found("-cnewer", STARTED))
-    gone = set(before) - set(found())
-    with tarfile.open(LAYER, "w", format=tarfile.PAX_FORMAT) as tar:
-        for path in changed:
-            tar.add(path, arcname=path.lstrip("/"), recursive=False)
-        for path in sorted(gone):
-            if os.path.dirname(path) not in gone:
-                tar.addfile(tarfile.TarInfo(os.path.join(os.path.dirname(path), ".wh." + os.path.basename(path))
-                                            .lstrip("/")))
-    return len(changed), len(gone)
-
-
 def link_scripts():
     """Link the venv's new scripts (the project's console scripts: django-admin, pylint) into
     /usr/local/bin, first on the sandbox's PATH. Not link-scripts.sh: as the build's user it stopped at
@@ -266,8 +220,6 @@ def main():
     os.environ.update(env)
     t = spent("unpack", t)
     before = snapshot()
-    open(STARTED, "w").close()
-    system_before = found()
     t = spent("snapshot", t)
     with open("/tmp/install.log", "w") as log:
         ok = run(os.path.join(HERE, "pre-install.sh"), log) and run(os.path.join(HERE, "install.sh"), log)
@@ -297,15 +249,73 @@ def main():
         shutil.copy2(path, dest, follow_symlinks=False)
     os.makedirs(OVERLAY, exist_ok=True)
     print("overlay: %d file(s) added or changed by the install" % len(changed))
-    t = spent("overlay", t)
-    written, removed = write_layer(system_before)
-    print("layer: %d entries changed or added, %d removed" % (written, removed))
-    spent("layer", t)
+    spent("overlay", t)
     print("time: " + ", ".join(SPENT))
     return 0
 
 
 sys.exit(main())
+'''
+
+LAYER_DIR = "/opt/harness/layer"      # root's: the layer script, its notes and the layer (in no image)
+
+# The instance's layer, run as root (with CAP_DAC_READ_SEARCH, to read whatever the build's user wrote)
+# from a root-owned folder, before the build script ("before": the names, and the start) and after it
+# ("after": the layer). Nothing the build's user runs can change this script, its notes or the layer:
+# a process left behind by the project's install cannot forge the layer, which may only hold what that
+# user could change, with the true owners and modes, as `docker commit` would.
+LAYER_SCRIPT = f'''\
+import os, subprocess, sys, tarfile
+
+HERE = "{LAYER_DIR}"
+BEFORE, STARTED, LAYER = HERE + "/before", HERE + "/started", HERE + "/layer.tar"
+
+
+def mount_points():
+    with open("/proc/self/mountinfo") as handle:
+        points = {{line.split()[4].replace("\\\\040", " ") for line in handle}}
+    return points - {{"/"}}
+
+
+# the container's own filesystem: never its mounts (the tmpfs /workspace, /tmp, /home/agent; docker's
+# /etc/hosts), this folder, the build's steps nor the project archive (the host adds it)
+OUTSIDE = mount_points() | {{"/proc", "/sys", "/dev", HERE, "{INSTANCE_DIR}", "{PROJECT_ARCHIVE.rsplit("/", 1)[0]}"}}
+
+
+def found(*tests):
+    out = subprocess.run(["/usr/bin/find", "/", "-xdev", *tests, "-print0"], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL).stdout
+    paths = (p.decode("utf-8", "surrogateescape") for p in out.split(b"\\0") if p)
+    skip = tuple(top + "/" for top in OUTSIDE)
+    return [p for p in paths if p != "/" and p not in OUTSIDE and not p.startswith(skip)]
+
+
+def before():
+    """The names only (a stat of every file through fuse-overlayfs took seconds), and the start."""
+    with open(BEFORE, "wb") as handle:
+        handle.write("\\0".join(found()).encode("utf-8", "surrogateescape"))
+    open(STARTED, "w").close()
+
+
+def after():
+    """Every entry whose status changed since the start (the kernel sets the ctime of whatever is
+    written, created, renamed, linked or chmod-ed, and nothing sets it back), and a whiteout (.wh.NAME)
+    for each listed entry that is gone and whose folder stays; a folder comes before what it holds."""
+    changed = sorted(found("-cnewer", STARTED))
+    with open(BEFORE, "rb") as handle:
+        listed = [p.decode("utf-8", "surrogateescape") for p in handle.read().split(b"\\0") if p]
+    gone = set(listed) - set(found())
+    with tarfile.open(LAYER, "w", format=tarfile.PAX_FORMAT) as tar:
+        for path in changed:
+            tar.add(path, arcname=path.lstrip("/"), recursive=False)
+        for path in sorted(gone):
+            if os.path.dirname(path) not in gone:
+                name = os.path.join(os.path.dirname(path), ".wh." + os.path.basename(path))
+                tar.addfile(tarfile.TarInfo(name.lstrip("/")))
+    print("layer: %d entries changed or added, %d removed" % (len(changed), len(gone)))
+
+
+before() if sys.argv[1:] == ["before"] else after()
 '''
 
 # Python 3.9 finds a venv's pyvenv.cfg only beside the program it was started as: a process started

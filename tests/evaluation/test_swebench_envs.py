@@ -142,6 +142,10 @@ def _hostile(root: Path, marker: Path) -> Path:
         f"pathlib.Path({str(marker)!r}).write_text('setup.py ran')\n"
         "pathlib.Path('ran-in-build.txt').write_text('setup.py ran here')\n"
         "pathlib.Path('/opt/harness/venv/bin/activate').unlink(missing_ok=True)\n"   # a whiteout in the layer
+        # the layer is written by root where the install cannot reach: no forged layer
+        "try:\n    open('/opt/harness/layer/layer.tar', 'wb').close(); said = 'written'\n"
+        "except OSError as exc:\n    said = type(exc).__name__\n"
+        "pathlib.Path('layer-probe.txt').write_text(said)\n"
         "from setuptools import setup\n"
         "setup(name='hostile', version='0.1', packages=['hostile'],\n"
         "      entry_points={'console_scripts': ['hostile-cli=hostile:main']})\n")
@@ -158,10 +162,12 @@ def test_setup_py_runs_only_in_the_network_less_build_and_a_failed_install_is_a_
     sandbox = box(tag, repo)
     probe = sandbox.exec("cat ran-in-build.txt; echo; ls -d hostile.egg-info; "
                          "cd / && python -c 'import hostile; print(hostile.__file__)' && hostile-cli && "
-                         "test ! -e /opt/harness/venv/bin/activate && echo removed", timeout=60)
+                         "test ! -e /opt/harness/venv/bin/activate && echo removed && cat /workspace/layer-probe.txt "
+                         "&& echo && test ! -e /opt/harness/layer && echo no-layer-folder", timeout=60)
     assert probe.exit_code == 0, probe.stderr.text
-    assert probe.stdout.text.split("\n")[:5] == ["setup.py ran here", "hostile.egg-info",
-                                                 "/workspace/hostile/__init__.py", "hostile-cli ran", "removed"]
+    assert probe.stdout.text.split("\n")[:7] == ["setup.py ran here", "hostile.egg-info",
+                                                 "/workspace/hostile/__init__.py", "hostile-cli ran", "removed",
+                                                 "PermissionError", "no-layer-folder"]
     broken = _task("hostile-broken", repo, env, "0.1", install="echo 'cannot build this' >&2; exit 3")
     with pytest.raises(EnvironmentBuildError) as caught:
         ensure_env_image(broken, base39, client=docker_client)
