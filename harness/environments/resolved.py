@@ -121,6 +121,15 @@ def ensure_environment_image(task: Task, base_image: str, *, client: docker.Dock
     if known:          # they did not build before: take their first releases with a wheel straight away
         forward |= known
         pins, sdists, toolchain = _forward_or_leave_out(task, env, progress, forward, leave_out)
+        # and those that have no release with a wheel at all (pywatchman on 3.11): left out straight away,
+        # not built again for every instance to fail the same way
+        still = ({_name(s.name) for s in sdists} & known) - pinned_packages(env)
+        if still:
+            forward -= still
+            leave_out |= still
+            progress(f"{task.id}: {sorted(still)} did not build offline before and have no release with a wheel "
+                     f"for Python {task.python}; leaving them out (optional test dependencies)")
+            pins, sdists, toolchain = _forward_or_leave_out(task, env, progress, forward, leave_out)
     for _ in range(3):
         try:
             return ensure_environment(task, env, base_image, pins, sdists, toolchain, client=client,
