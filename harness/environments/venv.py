@@ -12,7 +12,7 @@ Two images per task (see `resolved.py` for when each is built):
   install command run there offline as the agent user, the project's packages are imported from /,
   and what the install added or changed under /workspace is saved to /opt/harness/overlay, which the
   sandbox copies onto its fresh /workspace at start. What the build changed in the container's own
-  filesystem becomes the layer (`write_layer`); the tests' variables are ENV of the image's config.
+  filesystem becomes the layer (`LAYER_SCRIPT`, run as root); the tests' variables are ENV of the image's config.
 
 The sandbox's exec environment has a fixed PATH, so the venv is put first through /usr/local/bin:
 `python`, `python3` and `python3.X` there are tiny exec wrappers (a symlink would not activate the venv:
