@@ -35,9 +35,10 @@ from harness.environments.resolved import (
 from harness.environments.wheelhouse import WheelhouseError
 from harness.evaluation import swebench
 from tests.approval.helpers import CountingServer
+from tests.evaluation.conftest import SWEBENCH_DATA
 from tests.evaluation.hostile_index import evil_sdist
 
-SWEBENCH = Path("/work/shared/swebench")
+SWEBENCH = SWEBENCH_DATA
 
 
 class CountingRunner:

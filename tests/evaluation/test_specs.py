@@ -7,7 +7,6 @@ import copy
 import dataclasses
 import json
 import pickle
-from pathlib import Path
 
 import pytest
 
@@ -23,8 +22,9 @@ from harness.evaluation.specs import (
     versions_of,
 )
 from harness.evaluation.swebench import environment_of, install_extras
+from tests.evaluation.conftest import SWEBENCH_DATA
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "swebench"
+SHARED = SWEBENCH_DATA
 
 
 def published_rows(name: str) -> list[dict[str, str]]:

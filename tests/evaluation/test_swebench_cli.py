@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "swebench"
+from tests.evaluation.conftest import SWEBENCH_DATA
+
+SHARED = SWEBENCH_DATA
 ROWS = ("django__django-11099", "sympy__sympy-20590")
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -25,8 +25,9 @@ from harness.environments.venv import INSTALL_FAILED, env_lines
 from sandbox.api import SandboxSpec
 from sandbox.docker_sandbox import DockerSandbox
 from sandbox.images import BASE_LABEL, ensure_image, prune
+from tests.evaluation.conftest import SWEBENCH_DATA
 
-SWEBENCH = Path(__file__).resolve().parents[3] / "shared" / "swebench"
+SWEBENCH = SWEBENCH_DATA
 INSTALL = "python -m pip install -e ."
 
 

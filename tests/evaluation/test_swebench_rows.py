@@ -18,8 +18,9 @@ import pytest
 from harness.errors import TaskError
 from harness.evaluation.instances import load_instances
 from harness.evaluation.report import InstanceRecord, build_report
+from tests.evaluation.conftest import SWEBENCH_DATA
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "swebench"
+SHARED = SWEBENCH_DATA
 LITE = SHARED / "lite-test.jsonl"
 REPOS = SHARED / "repos"
 
