@@ -90,12 +90,31 @@ class ApprovalConfig:
 
 
 @dataclass(frozen=True)
+class McpConfig:
+    servers: dict[str, str] = field(default_factory=dict)   # name -> command of an MCP server the loop's tools include
+    call_timeout: float = 60.0        # seconds one call to an MCP server may take before it is a tool error
+    start_timeout: float = 60.0       # seconds a server may take to start and list its tools
+
+    def __post_init__(self) -> None:
+        example = '{"mcp": {"servers": {"time": "python -m mcp_server_time"}}}'
+        if not isinstance(self.servers, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in self.servers.items()):
+            raise ConfigError(f"mcp.servers must map a server name to its command (text), got {self.servers!r}; "
+                              f"e.g. {example}")
+        for name in ("call_timeout", "start_timeout"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+                raise ConfigError(f"mcp.{name} must be a number of seconds > 0, got {value!r}; e.g. 60")
+
+
+@dataclass(frozen=True)
 class Config:
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     tools: ToolsConfig = field(default_factory=ToolsConfig)
     loop: LoopConfig = field(default_factory=LoopConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     approval: ApprovalConfig = field(default_factory=ApprovalConfig)
+    mcp: McpConfig = field(default_factory=McpConfig)
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = _jsonable(dataclasses.asdict(self))
@@ -191,7 +210,8 @@ def _build(cls: type, data: Mapping[str, Any], where: str) -> Any:
     for name, value in data.items():
         ftype = fields[name].type
         sub = {"SandboxConfig": SandboxConfig, "ToolsConfig": ToolsConfig, "LoopConfig": LoopConfig,
-               "ModelConfig": ModelConfig, "ApprovalConfig": ApprovalConfig, "Limits": Limits}.get(str(ftype))
+               "ModelConfig": ModelConfig, "ApprovalConfig": ApprovalConfig, "McpConfig": McpConfig,
+               "Limits": Limits}.get(str(ftype))
         if sub is not None:
             kwargs[name] = _build(sub, value, f"{where}.{name}")
         elif name in ("state_dir", "policy_file") and value is not None:

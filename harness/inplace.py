@@ -5,6 +5,7 @@ that lets `harness apply` put the patch back safely.
                                     into a private folder, and makes a Task whose environment is resolved
                                     from the project's own declarations (the machinery SWE-bench
                                     environments use), or from `requirements` when the operator gives them
+    selection_lines(project)        what went in and what was left out, said to the operator
     write_base(run_dir, repo, patch)  base.json: the operator's folder, git HEAD, and the SHA-256 of every
                                     file the patch touches as it was when the run started (null: absent)
     task_meta, write_task_dir       `harness tasks new`: task.json from the tests' statuses at the start
@@ -105,6 +106,19 @@ def repo_task(root: Path, problem: str, *, test_cmd: str | None = None, python: 
                 install_cmd=install, environment=environment,
                 extra={"repo_path": str(project.root), "selection": project.mode})
     return RepoTask(task, project, staged, _git_head(project.root) if project.mode == "git" else None)
+
+
+def selection_lines(project: ProjectFiles) -> list[str]:
+    """What went into the sandbox and what was left out, as lines for the operator (escape them to print)."""
+    kind = "the files git tracks or would track" if project.mode == "git" else "a folder"
+    lines = [f"{project.root}: {len(project.files)} file(s), {project.total_bytes} bytes go in ({kind})"]
+    secrets = project.secrets()
+    if secrets:
+        lines.append(f"left out as secrets ({len(secrets)}): {', '.join(secrets[:20])}"
+                     f"{' ...' if len(secrets) > 20 else ''}; put one back with --include PATH")
+    others = [item for item in project.left_out if item.why != "looks like a secret"]
+    lines += [f"left out: {item.path}: {item.why}" for item in others[:10]]
+    return lines
 
 
 def _requirements_file(path: Path) -> tuple[str, ...]:

@@ -62,6 +62,7 @@ class ToolResult:
     is_error: bool = False
     error_kind: ToolErrorKind | None = None   # set on every error the harness produces; None on success
     type: Literal["tool_result"] = "tool_result"
+    details: dict[str, Any] | None = field(default=None, compare=False)   # the outcome as data (MCP), not sent
 
     def __post_init__(self) -> None:
         if self.error_kind is not None and not self.is_error:

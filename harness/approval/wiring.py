@@ -21,6 +21,7 @@ from harness.approval.policy import load_policy
 from harness.approval.queue import ApprovalQueue
 from harness.config import APPROVAL_MODES, ApprovalMode, Config
 from harness.errors import ConfigError
+from harness.mcp.client import mcp_actions
 from harness.tools.base import Tool
 from harness.tools.outbound.registry import outbound_tools
 
@@ -53,5 +54,6 @@ def make_gate(config: Config, mode: str | None = None, *, stdin: TextIO | None =
 
 
 def outbound_tools_for_session(config: Config, session: str, mode: str | None) -> tuple[list[Tool], ApprovalGate]:
-    """The outbound tools of a session and the approver they need (`ToolContext.approver`)."""
-    return outbound_tools(config), make_gate(config, mode)
+    """The outbound tools of a session (with the tools of `config.mcp`'s servers) and the approver they
+    need (`ToolContext.approver`)."""
+    return outbound_tools(config, extra=mcp_actions(config)), make_gate(config, mode)

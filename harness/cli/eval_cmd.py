@@ -18,7 +18,7 @@ from typing import Any
 
 from rich.console import Console
 
-from harness.cli.common import EXIT_INFRA, print_safe
+from harness.cli.common import EXIT_INFRA, print_safe, stderr_progress
 from harness.cli.run_cmd import add_session_options, apply_options
 from harness.config import Config, Secrets, load
 from harness.core.sources import DEFAULT_URL_TEMPLATE
@@ -29,6 +29,7 @@ from harness.evaluation.options import EvalOptions
 from harness.evaluation.progress import LineEvents, LiveEvents, repository_summary, summary_table
 from harness.evaluation.ray_backend import check_address, import_ray
 from harness.evaluation.runner import run_evaluation
+from harness.mcp.client import servers_for
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -86,6 +87,8 @@ def _run(args: argparse.Namespace) -> int:
         config = config.replace(loop=dataclasses.replace(config.loop, max_wall_seconds=args.timeout))
     tasks = _tasks(args)
     predictions = _predictions(args, tasks)
+    if predictions is None:
+        servers_for(config, say=stderr_progress())   # --mcp servers started now: a broken one fails here
     if predictions is None and not args.model:
         raise ConfigError("harness eval needs --model SPEC (e.g. --model gold, --model anthropic:MODEL) or "
                           "--predictions FILE")

@@ -26,8 +26,9 @@ from harness.cli.common import EXIT_FAILED, EXIT_INFRA, print_safe, safe_line, s
 from harness.config import APPROVAL_MODES, Config, Secrets, load
 from harness.core.task import Task, load_task
 from harness.errors import ConfigError, TaskError
-from harness.inplace import RepoTask, read_problem, repo_task, write_base
+from harness.inplace import RepoTask, read_problem, repo_task, selection_lines, write_base
 from harness.loop import StepEvent, StopReason
+from harness.mcp.client import parse_server, servers_for
 from harness.models.factory import make_model, resolve_auto
 from harness.session import SessionOutcome, run_session, session_image
 from sandbox.text import escape_ident
@@ -96,11 +97,24 @@ def add_session_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--approve", choices=["auto", *APPROVAL_MODES],
                    help="who approves outbound calls: ask (prompt here, or `harness approvals`), queue (no "
                         "prompt), deny (policy rules only); auto = ask on a terminal, else deny")
+    p.add_argument("--mcp", action="append", default=[], metavar="NAME=COMMAND",
+                   help="an MCP server whose tools the model gets, as mcp_NAME_TOOL, each call held for approval "
+                        "(repeatable), e.g. --mcp time='python -m mcp_server_time'")
 
 
 def apply_options(config: Config, args: argparse.Namespace) -> Config:
     """The config with the command line's choices applied (each option given overrides)."""
     model, loop = config.model, config.loop
+    if getattr(args, "mcp", None):
+        servers, named = dict(config.mcp.servers), set()
+        for given in args.mcp:
+            spec = parse_server(given)
+            if spec.name in named:
+                raise ConfigError(f"--mcp names the server {spec.name!r} twice; give each server its own name, "
+                                  "e.g. --mcp time='python -m mcp_server_time'")
+            named.add(spec.name)
+            servers[spec.name] = given.partition("=")[2]
+        config = config.replace(mcp=dataclasses.replace(config.mcp, servers=servers))
     if getattr(args, "approve", None):
         config = config.replace(approval=dataclasses.replace(config.approval, mode=args.approve))
     if args.model:
@@ -133,6 +147,7 @@ def _run(args: argparse.Namespace) -> int:
     config = apply_options(config, args)
     config = apply_budgets(config.replace(model=dataclasses.replace(
         config.model, spec=resolve_auto(config.model.spec, config, secrets))), args)
+    servers_for(config, say=stderr_progress())     # --mcp servers started now: a broken one fails the run here
     repo = _repo_task(args)
     task = repo.task if repo is not None else find_task(args.task)
     try:
@@ -162,16 +177,8 @@ def _repo_task(args: argparse.Namespace) -> RepoTask | None:
     problem = read_problem(args.problem, args.problem_file)
     repo = repo_task(args.repo, problem, test_cmd=args.test_cmd, python=args.python,
                      include=tuple(args.include), requirements=args.requirements)
-    project = repo.project
-    print_safe(sys.stderr, f"{project.root}: {len(project.files)} file(s), {project.total_bytes} bytes go in "
-                           f"({'the files git tracks or would track' if project.mode == 'git' else 'a folder'})")
-    secrets = project.secrets()
-    if secrets:
-        print_safe(sys.stderr, f"left out as secrets ({len(secrets)}): {', '.join(secrets[:20])}"
-                               f"{' ...' if len(secrets) > 20 else ''}; put one back with --include PATH")
-    others = [item for item in project.left_out if item.why != "looks like a secret"]
-    for item in others[:10]:
-        print_safe(sys.stderr, f"left out: {item.path}: {item.why}")
+    for line in selection_lines(repo.project):
+        print_safe(sys.stderr, line)
     return repo
 
 

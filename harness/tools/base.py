@@ -61,7 +61,16 @@ class ToolContext:
     code_index: CodeIndex = field(default_factory=CodeIndex)   # find_code's index, kept in step with the files
 
 
-ToolFunction = Callable[..., str]
+@dataclass(frozen=True)
+class Observation:
+    """What a tool function may return instead of plain text: the text the model reads and the same
+    outcome as data (`details`: JSON values), which MCP clients receive as structured content."""
+
+    text: str
+    details: dict[str, Any]
+
+
+ToolFunction = Callable[..., "str | Observation"]
 
 ERROR_KINDS: dict[type[Exception], ToolErrorKind] = {
     ToolArgumentsError: "validation",
@@ -99,6 +108,7 @@ class Tool:
     effect: Effect
     function: ToolFunction
     example: dict[str, Any] | None = None   # a correct call, quoted in argument-error messages
+    output_schema: dict[str, Any] | None = None   # JSON Schema of the `details` its Observation carries
 
     def spec(self) -> dict[str, Any]:
         """The definition sent to the model (provider adapters map it to their own shape)."""

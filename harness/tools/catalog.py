@@ -20,7 +20,7 @@ from jsonschema.exceptions import SchemaError, ValidationError
 from harness.config import Config
 from harness.errors import HarnessError, ToolArgumentsError, ToolError, UnknownToolError
 from harness.messages import ToolResult, ToolUse
-from harness.tools.base import Effect, Tool, ToolContext, error_kind
+from harness.tools.base import Effect, Observation, Tool, ToolContext, error_kind
 from harness.tools.editing.apply_patch import apply_patch_tool
 from harness.tools.editing.edit import edit_tool
 from harness.tools.editing.view import view_tool
@@ -59,7 +59,7 @@ class Catalog:
 
     def execute(self, call: ToolUse, ctx: ToolContext) -> ToolResult:
         try:
-            text = self._run(call, dataclasses.replace(ctx, tool_use_id=call.id))
+            out = self._run(call, dataclasses.replace(ctx, tool_use_id=call.id))
         except ToolError as exc:
             return ToolResult(call.id, str(exc), is_error=True, error_kind=error_kind(exc))
         except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as exc:
@@ -67,9 +67,11 @@ class Catalog:
                                        f"{exc.strerror or exc} (tools act as the sandbox's unprivileged user); "
                                        "check the path with bash, e.g. `ls -l <path>`",
                               is_error=True, error_kind=error_kind(exc))
-        return ToolResult(call.id, text or EMPTY_OUTPUT)
+        if isinstance(out, Observation):
+            return ToolResult(call.id, out.text or EMPTY_OUTPUT, details=out.details)
+        return ToolResult(call.id, out or EMPTY_OUTPUT)
 
-    def _run(self, call: ToolUse, ctx: ToolContext) -> str:
+    def _run(self, call: ToolUse, ctx: ToolContext) -> str | Observation:
         tool = self.tools.get(call.name)
         if tool is None:
             raise UnknownToolError(unknown_tool_message(call.name, list(self.tools)))

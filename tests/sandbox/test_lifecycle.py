@@ -17,7 +17,7 @@ import pytest
 
 from harness.config import ToolsConfig
 from harness.errors import ToolError
-from harness.tools.base import ToolContext
+from harness.tools.base import Observation, ToolContext
 from harness.tools.shell.bash import bash_tool
 from sandbox.api import SandboxSpec
 from sandbox.docker_sandbox import DockerSandbox
@@ -46,7 +46,8 @@ def test_the_bash_tool_turns_channel_death_into_an_error_observation_and_restart
     with pytest.raises(ToolError, match="the sandbox's command channel died while running 'kill -9 \\$PPID'.*"
                                         "it has been restarted"):
         tool.function(ctx, command="kill -9 $PPID")
-    assert tool.function(ctx, command="echo back").endswith("back")
+    again = tool.function(ctx, command="echo back")
+    assert isinstance(again, Observation) and again.text.endswith("back") and again.details["exit_code"] == 0
 
 
 def test_a_stopped_container_is_reported_as_a_closed_channel(sandbox: DockerSandbox) -> None:

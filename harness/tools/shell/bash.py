@@ -6,9 +6,9 @@ from typing import Any
 
 from harness.config import ToolsConfig
 from harness.errors import ChannelLost
-from harness.tools.base import Effect, Tool, ToolContext
+from harness.tools.base import Effect, Observation, Tool, ToolContext
 from harness.tools.shell.truncation import ERROR_PATTERN, Budget, format_observation
-from sandbox.api import ExecResult, Sandbox
+from sandbox.api import ExecResult, Sandbox, StreamCapture
 from sandbox.errors import ChannelClosed
 
 DESCRIPTION = (
@@ -36,14 +36,52 @@ def run_command(sandbox: Sandbox, command: str, timeout: float, budget: Budget) 
     return result, format_observation(result, budget)
 
 
+def _stream(capture: StreamCapture) -> dict[str, Any]:
+    return {"bytes": capture.total_bytes, "lines": capture.total_lines, "truncated": capture.truncated,
+            "saved_path": capture.saved_path}
+
+
+def details_of(result: ExecResult) -> dict[str, Any]:
+    """The command's outcome as data (the `details` of the bash tool's observation; OUTPUT_SCHEMA)."""
+    return {"exit_code": result.exit_code, "timed_out": result.timed_out, "duration_seconds": round(result.duration, 4),
+            "stdout": _stream(result.stdout), "stderr": _stream(result.stderr),
+            "killed_leftovers": result.killed_leftovers}
+
+
+_STREAM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "bytes": {"type": "integer", "description": "size of the whole stream"},
+        "lines": {"type": "integer", "description": "lines in the whole stream"},
+        "truncated": {"type": "boolean", "description": "true when the text shows only part of it"},
+        "saved_path": {"type": ["string", "null"],
+                       "description": "the whole stream, saved inside the sandbox (page it with `view`)"},
+    },
+    "required": ["bytes", "lines", "truncated", "saved_path"],
+}
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "exit_code": {"type": "integer", "description": "the command's exit code; 128+N when killed by signal N"},
+        "timed_out": {"type": "boolean", "description": "killed at its timeout"},
+        "duration_seconds": {"type": "number", "description": "wall time inside the sandbox"},
+        "stdout": _STREAM_SCHEMA,
+        "stderr": _STREAM_SCHEMA,
+        "killed_leftovers": {"type": "integer", "description": "background processes stopped after the command"},
+    },
+    "required": ["exit_code", "timed_out", "duration_seconds", "stdout", "stderr", "killed_leftovers"],
+}
+
+
 def bash_tool(config: ToolsConfig) -> Tool:
     budget = budget_of(config)
     default_timeout = config.command_timeout
 
-    def run(ctx: ToolContext, command: str, timeout: float | None = None) -> str:
+    def run(ctx: ToolContext, command: str, timeout: float | None = None) -> Observation:
         seconds = float(timeout if timeout is not None else default_timeout)
         try:
-            return run_command(ctx.sandbox, command, seconds, budget)[1]
+            result, text = run_command(ctx.sandbox, command, seconds, budget)
+            return Observation(text, details_of(result))
         except ChannelClosed as exc:
             ctx.sandbox.restart_channel()
             raise ChannelLost(f"the sandbox's command channel died while running {command!r} (often the memory "
@@ -61,4 +99,5 @@ def bash_tool(config: ToolsConfig) -> Tool:
         "required": ["command"],
         "additionalProperties": False,
     }
-    return Tool(name="bash", description=DESCRIPTION, parameters=parameters, effect=Effect.SANDBOX, function=run)
+    return Tool(name="bash", description=DESCRIPTION, parameters=parameters, effect=Effect.SANDBOX, function=run,
+                output_schema=OUTPUT_SCHEMA)

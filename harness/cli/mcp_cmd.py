@@ -1,0 +1,63 @@
+"""`harness mcp --dir DIR`: serve the sandbox to MCP clients, over stdio (default) or streamable HTTP."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+
+from harness.cli.common import print_safe, stderr_progress
+from harness.config import APPROVAL_MODES, load
+from harness.errors import ConfigError
+from harness.mcp.server import IDLE_SECONDS, SandboxService, serve_http, serve_stdio, write_token
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "mcp", help="serve DIR's sandbox to MCP clients (stdio, or --http)",
+        description="An MCP server: each MCP session gets a network-less, hardened sandbox holding DIR's files "
+                    "and the agent loop's tools (bash, view, search, find_code, edit, apply_patch, write), the "
+                    "outbound tools behind the approval gate, propose_changes (the session's patch) and "
+                    "apply_changes (writes it into DIR once approved). DIR is only read until then.")
+    p.add_argument("--dir", type=Path, required=True, help="the project's folder")
+    p.add_argument("--approve", choices=APPROVAL_MODES, default=None,
+                   help="requests no policy rule decides: ask/queue wait for `harness approvals approve` or the "
+                        "web page (ask also prompts on this terminal with --http); deny refuses them "
+                        "(default: ask)")
+    p.add_argument("--python", default="3.11", metavar="X", help="the sandbox's Python (default 3.11)")
+    p.add_argument("--include", action="append", default=[], metavar="PATTERN",
+                   help="put back a file left out as a secret (a path or glob, e.g. --include config/.env.test)")
+    p.add_argument("--http", action="store_true", help="serve streamable HTTP on 127.0.0.1 instead of stdio")
+    p.add_argument("--port", type=int, default=8770, help="--http port (default 8770; 0: any free port)")
+    p.add_argument("--token-file", type=Path, default=None,
+                   help="--http: where the bearer token is written (0600; default STATE_DIR/mcp-token). "
+                        "$HARNESS_MCP_TOKEN sets the token itself")
+    p.add_argument("--idle", type=float, default=IDLE_SECONDS, metavar="S",
+                   help=f"--http: a session's sandbox is removed after S seconds without a call "
+                        f"(default {IDLE_SECONDS:g})")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    config = load()[0]
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port {args.port} is not a TCP port; expected 0 to 65535, e.g. --port 8770")
+    if not re.fullmatch(r"3\.\d{1,2}", args.python):
+        raise ConfigError(f"--python {args.python!r} is not a Python version; expected 3.X, e.g. --python 3.11")
+    say = stderr_progress("harness mcp")
+    service = SandboxService(args.dir, config, approve=args.approve or "ask", python=args.python,
+                             include=tuple(args.include), say=say)
+    if not args.http:
+        serve_stdio(service)
+        return 0
+    token_file = args.token_file or config.approval.state_dir / "mcp-token"
+    token = write_token(token_file, os.environ.get("HARNESS_MCP_TOKEN") or None)
+
+    def ready(port: int) -> None:
+        print_safe(sys.stderr, f"harness mcp: serving {args.dir} on http://127.0.0.1:{port}/mcp; send "
+                               f"`Authorization: Bearer <token>` with the token in {token_file}")
+
+    serve_http(service, args.port, token, idle_seconds=args.idle, ready=ready)
+    return 0

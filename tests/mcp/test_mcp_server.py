@@ -1,0 +1,316 @@
+"""`harness mcp`: the sandbox served to the official SDK's own client, over stdio and streamable HTTP, as
+a separate `harness` process with real sandboxes, real approvals and the operator's folder on disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import docker
+import httpx2
+import mcp_types as types
+import pytest
+from jsonschema import Draft202012Validator
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from harness.approval.queue import ApprovalQueue
+from harness.config import Config
+from harness.tools.catalog import default_catalog
+from harness.tools.outbound.registry import outbound_tools
+
+pytestmark = pytest.mark.docker
+
+CALC = "def add(a, b):\n    return a - b\n"
+
+
+@pytest.fixture
+def project(tmp_path: Path, sandbox_image: str) -> Path:
+    root = tmp_path / "shop"
+    root.mkdir()
+    (root / "calc.py").write_text(CALC)
+    (root / "test_calc.py").write_text("from calc import add\n\ndef test_add():\n    assert add(2, 3) == 5\n")
+    return root
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {"HARNESS_STATE_DIR": str(tmp_path / "state"), "PATH": os.environ["PATH"],
+            "HOME": os.environ.get("HOME", str(tmp_path))}
+
+
+def _params(project: Path, tmp_path: Path, *extra: str, env: dict[str, str] | None = None) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable,
+                                 args=["-m", "harness.cli.main", "mcp", "--dir", str(project), *extra],
+                                 env={**_env(tmp_path), **(env or {})}, cwd=str(tmp_path))
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "\n".join(b.text for b in result.content if isinstance(b, types.TextContent))
+
+
+def _sandboxes(kind: str = "mcp") -> list[Any]:
+    return docker.from_env().containers.list(all=True, filters={"label": [f"harness.kind={kind}"]})
+
+
+def _approve_when_pending(state: Path, found: list[Any], stop: threading.Event) -> None:
+    queue = ApprovalQueue(state)
+    while not stop.is_set():
+        for r in queue.requests(("pending",)):
+            found.append(r)
+            queue.decide(r.id, True, "a human", seen_hash=r.request_hash)
+        time.sleep(0.05)
+
+
+def test_stdio_catalog_tools_errors_edits_and_the_patch_out_only_through_an_approval(
+        project: Path, tmp_path: Path) -> None:
+    decided: list[Any] = []
+    stop = threading.Event()
+    human = threading.Thread(target=_approve_when_pending, args=(tmp_path / "state", decided, stop))
+
+    async def session() -> None:
+        async with Client(_params(project, tmp_path, "--approve", "queue")) as client:
+            listed = {t.name: t for t in (await client.list_tools()).tools}
+            catalog = default_catalog(Config(), extra=outbound_tools(Config()))
+            assert set(catalog.tools) | {"propose_changes", "apply_changes"} == set(listed)
+            for name, tool in catalog.tools.items():
+                assert listed[name].input_schema == tool.parameters and listed[name].description == tool.description
+            assert listed["bash"].output_schema is not None and "exit_code" in listed["bash"].output_schema["required"]
+            assert listed["view"].annotations.read_only_hint and listed["http_request"].annotations.open_world_hint
+
+            ran = await client.call_tool("bash", {"command": "python -c 'print(1/0)'; echo done"})
+            assert not ran.is_error and ran.structured_content is not None     # validated by the SDK
+            assert ran.structured_content["exit_code"] == 0 and ran.structured_content["stdout"]["bytes"] == 5
+            assert "ZeroDivisionError" in _text(ran)
+            failed = await client.call_tool("bash", {"command": "python -m pytest -q test_calc.py"})
+            assert not failed.is_error and failed.structured_content["exit_code"] == 1   # a result, not an error
+            big = await client.call_tool("bash", {"command": "seq 1 200000"})
+            stdout = big.structured_content["stdout"]
+            assert stdout["truncated"] and stdout["saved_path"] and stdout["lines"] == 200000
+            fetch = "import urllib.request as u; u.urlopen('http://example.com', timeout=3)"
+            net = await client.call_tool("bash", {"command": f'python -c "{fetch}"'})
+            assert net.structured_content["exit_code"] != 0
+
+            missing = await client.call_tool("view", {"path": "nope.py"})
+            assert missing.is_error and "does not exist" in _text(missing) and missing.structured_content is None
+            bad = await client.call_tool("bash", {"comand": "ls"})
+            assert bad.is_error and "`command` is missing" in _text(bad)
+            blind = await client.call_tool("edit", {"path": "calc.py", "old": "a - b", "new": "a + b"})
+            assert blind.is_error and "view it first" in _text(blind)
+            await client.call_tool("view", {"path": "calc.py"})
+            edit = {"path": "calc.py", "old": "a - b", "new": "a + b", "key": "fix-1"}
+            first = await client.call_tool("edit", edit)
+            assert not first.is_error
+            again = await client.call_tool("edit", edit)
+            assert not again.is_error and "already" in _text(again)
+            tests = await client.call_tool("bash", {"command": "python -m pytest -q test_calc.py"})
+            assert tests.structured_content["exit_code"] == 0
+
+            assert project.joinpath("calc.py").read_text() == CALC        # nothing reached the folder yet
+            proposed = await client.call_tool("propose_changes", {})
+            assert proposed.structured_content["files"] == ["calc.py"]
+            assert "+    return a + b" in proposed.structured_content["patch"]
+            assert project.joinpath("calc.py").read_text() == CALC
+            human.start()
+            applied = await client.call_tool("apply_changes", {"key": "apply-1"})
+            assert not applied.is_error and "calc.py" in _text(applied), _text(applied)
+            assert project.joinpath("calc.py").read_text() == CALC.replace("a - b", "a + b")
+            assert len(_sandboxes()) == 1
+
+    try:
+        anyio.run(session)
+    finally:
+        stop.set()
+        if human.is_alive():
+            human.join()
+    assert [r.tool for r in decided] == ["apply_changes"]
+    assert "+    return a + b" in decided[0].preview and str(project) in decided[0].preview
+    assert _sandboxes() == []        # the session ended: its sandbox is gone
+
+
+def test_apply_is_refused_when_the_folder_changed_and_denied_requests_write_nothing(project: Path,
+                                                                                     tmp_path: Path) -> None:
+    async def session(mode: str, change_folder: bool, env: dict[str, str] | None = None) -> str:
+        async with Client(_params(project, tmp_path, "--approve", mode, env=env)) as client:
+            await client.call_tool("view", {"path": "calc.py"})
+            await client.call_tool("edit", {"path": "calc.py", "old": "a - b", "new": "a + b"})
+            if change_folder:
+                project.joinpath("calc.py").write_text(CALC + "# the operator's own edit\n")
+            result = await client.call_tool("apply_changes", {})
+            assert result.is_error
+            return _text(result)
+
+    denied = anyio.run(session, "deny", False)
+    assert "denied" in denied and project.joinpath("calc.py").read_text() == CALC
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[[rules]]\nname = "apply"\ntool = "apply_changes"\ndecision = "approve"\n')
+    refused = anyio.run(session, "deny", True, {"HARNESS_APPROVAL_POLICY": str(policy)})
+    assert "not applied" in refused and "calc.py" in refused
+    assert project.joinpath("calc.py").read_text() == CALC + "# the operator's own edit\n"
+
+
+def test_two_concurrent_sessions_get_separate_sandboxes(project: Path, tmp_path: Path) -> None:
+    seen: dict[str, str] = {}
+
+    async def session(name: str, gate: anyio.Event, other: anyio.Event) -> None:
+        async with Client(_params(project, tmp_path)) as client:
+            await client.call_tool("bash", {"command": f"echo {name} > mine.txt"})
+            gate.set()
+            await other.wait()
+            result = await client.call_tool("bash", {"command": "cat mine.txt"})
+            seen[name] = _text(result)
+            seen[name + "-sandboxes"] = ",".join(sorted(c.labels["harness.session"] for c in _sandboxes()))
+
+    async def both() -> None:
+        a, b = anyio.Event(), anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(session, "alpha", a, b)
+            tg.start_soon(session, "beta", b, a)
+
+    anyio.run(both)
+    assert "alpha" in seen["alpha"] and "beta" not in seen["alpha"]
+    assert "beta" in seen["beta"] and "alpha" not in seen["beta"]
+    assert seen["alpha-sandboxes"].count(",") == 1 and seen["alpha-sandboxes"] == seen["beta-sandboxes"]
+    assert _sandboxes() == []
+
+
+def test_client_killed_mid_call_leaves_no_container(project: Path, tmp_path: Path) -> None:
+    script = tmp_path / "client.py"
+    script.write_text(textwrap.dedent(f"""
+        import anyio, sys
+        from mcp import Client, StdioServerParameters
+        params = StdioServerParameters(command={sys.executable!r},
+            args=["-m", "harness.cli.main", "mcp", "--dir", {str(project)!r}], env={_env(tmp_path)!r})
+        async def main():
+            async with Client(params) as client:
+                await client.call_tool("bash", {{"command": "true"}})
+                print("started", flush=True)
+                await client.call_tool("bash", {{"command": "sleep 300", "timeout": 600}})
+        anyio.run(main)
+    """))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=tmp_path,
+                            start_new_session=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
+        time.sleep(1.0)
+        assert len(_sandboxes()) == 1
+        os.kill(proc.pid, signal.SIGKILL)           # the client only: its server sees its stdin close
+        proc.wait(timeout=10)
+        deadline = time.time() + 60
+        while _sandboxes() and time.time() < deadline:
+            time.sleep(0.5)
+        assert _sandboxes() == []
+        server_left = subprocess.run(["pgrep", "-f", f"mcp --dir {project}"], capture_output=True, text=True)
+        assert server_left.stdout.strip() == ""
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def http_server(project: Path, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    token_file = tmp_path / "token"
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "mcp", "--dir", str(project), "--http",
+                             "--port", "0", "--token-file", str(token_file), "--idle", "3"],
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, **_env(tmp_path)}, cwd=tmp_path)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        match = re.search(r"http://127\.0\.0\.1:(\d+)/mcp", line)
+        assert match, line
+        assert oct(token_file.stat().st_mode & 0o777) == "0o600"
+        threading.Thread(target=proc.stderr.read, daemon=True).start()
+        yield f"http://127.0.0.1:{match.group(1)}/mcp", token_file.read_text().strip()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    assert _sandboxes() == []
+
+
+def _http(url: str, token: str | None, session: str | None = None) -> Any:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if session:
+        headers["Harness-Session"] = session
+    return streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=120))
+
+
+def test_http_needs_the_token_and_gives_each_session_its_own_sandbox(http_server: tuple[str, str]) -> None:
+    url, token = http_server
+    refused = httpx2.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                          headers={"Authorization": "Bearer wrong", "Accept": "application/json"})
+    assert refused.status_code == 401
+    assert httpx2.post(url, json={}).status_code == 401
+
+    async def legacy(name: str, ready: anyio.Event, other: anyio.Event) -> str:
+        async with Client(_http(url, token), mode="legacy") as client:
+            assert "bash" in {t.name for t in (await client.list_tools()).tools}
+            await client.call_tool("bash", {"command": f"echo {name} > mine.txt"})
+            ready.set()
+            await other.wait()
+            return _text(await client.call_tool("bash", {"command": "cat mine.txt"}))
+
+    async def modern(session: str, command: str) -> str:
+        async with Client(_http(url, token, session)) as client:
+            return _text(await client.call_tool("bash", {"command": command}))
+
+    async def run() -> None:
+        results: dict[str, str] = {}
+        a, b = anyio.Event(), anyio.Event()
+
+        async def keep(name: str, ready: anyio.Event, other: anyio.Event) -> None:
+            results[name] = await legacy(name, ready, other)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(keep, "alpha", a, b)
+            tg.start_soon(keep, "beta", b, a)
+        assert "alpha" in results["alpha"] and "beta" not in results["alpha"] and "beta" in results["beta"]
+        # the handshake-era sessions ended (DELETE): their sandboxes are gone
+        for _ in range(40):
+            if not _sandboxes():
+                break
+            await anyio.sleep(0.25)
+        assert _sandboxes() == []
+        # 2026-07-28 requests carry no session: the Harness-Session header names one, kept across connections
+        await modern("work-1", "echo kept > note.txt")
+        assert "kept" in await modern("work-1", "cat note.txt")
+        assert "No such file" in await modern("work-2", "cat note.txt")
+        assert len(_sandboxes()) == 2
+        for _ in range(60):                     # --idle 3: both removed after 3 s without a call
+            if not _sandboxes():
+                break
+            await anyio.sleep(0.5)
+        assert _sandboxes() == []
+
+    anyio.run(run)
+
+
+def test_structured_content_matches_the_declared_schema_for_every_outcome(project: Path, tmp_path: Path) -> None:
+    async def session() -> None:
+        async with Client(_params(project, tmp_path)) as client:
+            schema = next(t for t in (await client.list_tools()).tools if t.name == "bash").output_schema
+            validator = Draft202012Validator(schema)
+            for command, timeout in [("true", None), ("exit 3", None), ("sleep 5", 1), ("yes | head -c 3000000", None),
+                                     ("sleep 30 & echo bg", None)]:
+                args: dict[str, Any] = {"command": command}
+                if timeout:
+                    args["timeout"] = timeout
+                result = await client.call_tool("bash", args)
+                assert not result.is_error
+                validator.validate(result.structured_content)
+                if command.startswith("sleep 5"):
+                    assert result.structured_content["timed_out"]
+                if "&" in command:
+                    assert result.structured_content["killed_leftovers"] >= 1
+            assert json.dumps(schema)
+
+    anyio.run(session)
