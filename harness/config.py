@@ -48,6 +48,7 @@ class ToolsConfig:
     find_code_k: int = 5          # results `find_code` returns when the call gives no k
     edit_context_lines: int = 3   # lines shown around a change in an edit's result
     lint_python: bool = True      # refuse Python edits that add pyflakes errors
+    prewarm_index: bool = True    # analyse the project for find_code from the host's copy while a session starts
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from harness.messages import Message, TextBlock, system, user
 from harness.models.base import Model, Usage
 from harness.tools.base import ToolContext
 from harness.tools.catalog import default_catalog
+from harness.tools.retrieval.find_code import warm_index
 from harness.trajectory import TrajectoryWriter, read_lines
 from harness.workspace import replay, run_task_tests, sandbox_patch, start_baseline
 from sandbox.api import ExecResult, Progress, SandboxSpec, quiet
@@ -140,11 +141,14 @@ def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, 
         tools, approver = outbound_tools_for_session(config, session, config.approval.mode)
         catalog = default_catalog(config, extra=tools)
         ctx = ToolContext(sandbox=box, session=session, approver=approver)
+        if config.tools.prewarm_index:
+            warm_index(ctx, task.repo_dir)
         writer = TrajectoryWriter(where / "trajectory.jsonl")
         messages = _start_messages(task, notes, number, resume_from, catalog, ctx, writer, say)
         setup = time.monotonic() - t0
         say("agent running")
         loop = AgentLoop(model, catalog, ctx, config, trajectory=writer, progress=say).run(messages)
+        ctx.code_index.stop_warming.set()
         patch = sandbox_patch(box, baseline)
         checks.write_file(where / "patch.diff", patch)
         tests, test_seconds = None, 0.0

@@ -60,6 +60,7 @@ from harness.tools.catalog import Catalog, default_catalog
 from harness.tools.outbound.action import OutboundAction, Prepared, outbound_tool
 from harness.tools.outbound.preview import safe_text
 from harness.tools.outbound.registry import outbound_tools
+from harness.tools.retrieval.find_code import warm_index
 from harness.workspace import Baseline, sandbox_patch, start_baseline
 from sandbox.api import SandboxSpec
 from sandbox.docker_sandbox import DockerSandbox
@@ -96,6 +97,7 @@ class Workspace:
     calls: int = 0
 
     def close(self) -> None:
+        self.ctx.code_index.stop_warming.set()
         try:
             self.box.close()
         finally:
@@ -204,7 +206,10 @@ class SandboxService:
             repo.cleanup()
             raise
         self.say(f"session {session}: sandbox ready")
-        return Workspace(key, repo, box, baseline, ToolContext(sandbox=box, session=session, approver=self.gate))
+        ctx = ToolContext(sandbox=box, session=session, approver=self.gate)
+        if self.config.tools.prewarm_index:
+            warm_index(ctx, repo.staged)
+        return Workspace(key, repo, box, baseline, ctx)
 
     def end(self, key: str) -> None:
         """Remove `key`'s sandbox, if it has one (the session ended)."""

@@ -26,6 +26,7 @@ from harness.errors import (
 )
 from harness.messages import ToolErrorKind
 from harness.tools.editing.edit_state import EditState
+from harness.tools.retrieval.chunk_cache import shared_cache
 from harness.tools.retrieval.code_index import CodeIndex
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ class ToolContext:
     tool_use_id: str = ""
     approver: Approver | None = None         # outbound tools hand their calls to it; None: none allowed
     edit_state: EditState = field(default_factory=EditState)   # fingerprints and applied keys (editing/)
-    code_index: CodeIndex = field(default_factory=CodeIndex)   # find_code's index, kept in step with the files
+    code_index: CodeIndex = field(default_factory=lambda: CodeIndex(cache=shared_cache()))   # find_code's index
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,9 @@ Terms: identifiers are split at `_` and camelCase humps and kept whole too (so `
 from __future__ import annotations
 
 import ast
+import functools
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 from harness.tools.editing.lint import parse_python
@@ -38,16 +40,30 @@ def stem(word: str) -> str:
     return word[:-1] if word.endswith("e") and len(word) >= 4 else word
 
 
+@functools.lru_cache(maxsize=1 << 18)
+def ident_terms(ident: str) -> tuple[str, ...]:
+    """The terms of one identifier (cached: a project repeats the same few thousand names millions of times)."""
+    parts = [p.lower() for p in _PART.findall(ident)]
+    whole = ident.lower().strip("_")
+    head = (whole,) if len(parts) > 1 and whole not in STOP else ()
+    return head + tuple(stem(p) for p in parts if len(p) > 1 and p not in STOP)
+
+
 def terms(text: str) -> list[str]:
     """The index terms of `text`, in order, with repeats."""
     out: list[str] = []
     for ident in _IDENT.findall(text):
-        parts = [p.lower() for p in _PART.findall(ident)]
-        whole = ident.lower().strip("_")
-        if len(parts) > 1 and whole not in STOP:
-            out.append(whole)
-        out.extend(stem(p) for p in parts if len(p) > 1 and p not in STOP)
+        out.extend(ident_terms(ident))
     return out
+
+
+def term_counts(text: str) -> Counter[str]:
+    """How often each term occurs in `text` (what the index stores; `terms` without the order)."""
+    counts: Counter[str] = Counter()
+    for ident, n in Counter(_IDENT.findall(text)).items():
+        for term in ident_terms(ident):
+            counts[term] += n
+    return counts
 
 
 @dataclass(frozen=True)
@@ -64,8 +80,11 @@ class Chunk:
         return f"{self.kind} {self.name}".strip() if self.name else self.kind
 
 
+PYTHON = (".py", ".pyi")
+
+
 def chunk_file(path: str, text: str) -> list[Chunk]:
-    if path.endswith((".py", ".pyi")):
+    if path.endswith(PYTHON):
         try:
             return _python_chunks(path, text, parse_python(text, path))
         except (SyntaxError, ValueError, RecursionError):

@@ -9,13 +9,16 @@ the always-positive idf log(1 + (N - df + 0.5) / (df + 0.5)) used by Lucene.
 from __future__ import annotations
 
 import math
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from harness.tools.retrieval.chunks import Chunk, chunk_file, terms
+from harness.tools.retrieval.chunk_cache import Analysed, ChunkCache
+from harness.tools.retrieval.chunks import PYTHON, Chunk, chunk_file, term_counts, terms
 
 K1, B = 1.2, 0.75
+WARM_WAIT = 120.0    # seconds the first query waits for the session's prewarming before analysing itself
 
 
 @dataclass(frozen=True)
@@ -34,12 +37,21 @@ class CodeIndex:
     postings: dict[str, dict[int, int]] = field(default_factory=dict)     # term -> chunk id -> tf
     total_length: int = 0
     _next_id: int = 0
+    cache: ChunkCache | None = None     # analyses of files by content, shared across sessions (None: none)
+    warming: threading.Thread | None = field(default=None, repr=False)   # prewarm.start_warming's thread
+    stop_warming: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def add_file(self, path: str, sha256: str, text: str) -> None:
+        self._add(path, sha256, analyse(path, text))
+
+    def _add(self, path: str, sha256: str, analysed: Analysed) -> None:
         self.remove_file(path)
         ids: list[int] = []
-        for chunk in chunk_file(path, text):
-            counts = Counter(terms(f"{path} {chunk.name} {chunk.name} {chunk.text}"))
+        path_counts = term_counts(path)
+        for start, end, kind, name, text, own in analysed:
+            counts = Counter(own)
+            counts.update(path_counts)
+            chunk = Chunk(path, start, end, kind, name, text)
             cid, self._next_id = self._next_id, self._next_id + 1
             self.chunks[cid] = chunk
             self.lengths[cid] = sum(counts.values())
@@ -64,18 +76,31 @@ class CodeIndex:
 
     def sync(self, fingerprints: Mapping[str, str],
              fetch: Callable[[list[str]], Mapping[str, str]]) -> SyncReport:
-        """Bring the index to `fingerprints` (path -> sha256); `fetch` returns texts of paths."""
+        """Bring the index to `fingerprints` (path -> sha256); `fetch` returns texts of paths. Files whose
+        content the cache has seen are neither fetched nor analysed again."""
+        if self.warming is not None:     # the session's files are being analysed: those results are near
+            self.warming.join(WARM_WAIT)
+            self.warming = None
         gone = [p for p in self.files if p not in fingerprints]
         stale = [p for p, sha in fingerprints.items() if self.files.get(p, ("",))[0] != sha]
         changed = sum(1 for p in stale if p in self.files)
         for path in gone:
             self.remove_file(path)
-        texts = fetch(sorted(stale)) if stale else {}
+        keys = {p: cache_key(p, fingerprints[p]) for p in stale}
+        cached = self.cache.get_many(keys.values()) if self.cache is not None and stale else {}
+        missing = sorted(p for p in stale if keys[p] not in cached)
+        texts = fetch(missing) if missing else {}
+        learnt: dict[str, Analysed] = {}
         for path in stale:
-            if path in texts:
-                self.add_file(path, fingerprints[path], texts[path])
+            if keys[path] in cached:
+                self._add(path, fingerprints[path], cached[keys[path]])
+            elif path in texts:
+                learnt[keys[path]] = analyse(path, texts[path])
+                self._add(path, fingerprints[path], learnt[keys[path]])
             else:
                 self.remove_file(path)
+        if self.cache is not None and learnt:
+            self.cache.put_many(learnt)
         return SyncReport(added=len(stale) - changed, changed=changed, removed=len(gone))
 
     def search(self, query: str, k: int) -> list[tuple[Chunk, float]]:
@@ -95,6 +120,18 @@ class CodeIndex:
         best = sorted(scores.items(), key=lambda item: (-item[1], self.chunks[item[0]].path,
                                                         self.chunks[item[0]].start))[:k]
         return [(self.chunks[cid], score) for cid, score in best]
+
+
+def cache_key(path: str, sha256: str) -> str:
+    """What an analysis depends on: the content, and whether it is cut as Python."""
+    return f"{sha256}:{'py' if path.endswith(PYTHON) else 'text'}"
+
+
+def analyse(path: str, text: str) -> Analysed:
+    """`text` cut into chunks, each with the term counts of its name (twice: names weigh more) and text;
+    the path's terms are added when the file is indexed (the same content may sit at several paths)."""
+    return [(c.start, c.end, c.kind, c.name, c.text, dict(term_counts(f"{c.name} {c.name} {c.text}")))
+            for c in chunk_file(path, text)]
 
 
 def rank_files(hits: Iterable[tuple[Chunk, float]]) -> list[str]:

@@ -11,11 +11,13 @@ import io
 import shlex
 import tarfile
 from collections.abc import Mapping
+from pathlib import Path
 
 from harness.config import ToolsConfig
 from harness.errors import ToolError
 from harness.tools.base import Effect, Tool, ToolContext
 from harness.tools.retrieval.code_index import SyncReport
+from harness.tools.retrieval.prewarm import start_warming
 from sandbox.api import STATE_DIR, WORKDIR, Sandbox
 
 MAX_FILE_BYTES = 512 * 1024
@@ -42,6 +44,11 @@ def find_code_tool(config: ToolsConfig) -> Tool:
 
     return Tool("find_code", DESCRIPTION.format(k=config.find_code_k), params, Effect.READ, run,
                 example={"query": "count words in a text, case insensitive", "k": 5})
+
+
+def warm_index(ctx: ToolContext, root: Path | None) -> None:
+    """Start analysing `root` (the host's copy of what /workspace holds now) for the first query."""
+    start_warming(ctx.code_index, root, EXTENSIONS, SKIP_DIRS)
 
 
 def _find(ctx: ToolContext, query: str, k: int) -> str:

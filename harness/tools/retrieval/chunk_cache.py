@@ -1,0 +1,130 @@
+"""What `find_code` learnt about a file, kept on the host by the file's content, across sessions.
+
+Cutting a file into chunks and counting their terms is the cost of building the index (an AST per
+Python file, millions of identifiers on a django-sized tree). The result depends only on the file's
+text and whether it is Python, so it is stored under (SHA-256, kind) in one SQLite database in the
+harness's cache folder, shared by every session and process on the machine: the next session of
+the same tree, or of another commit of the same repository, fetches and analyses only the files it
+has not seen. Entries are `marshal` data of plain tuples (never pickle: nothing in them runs).
+
+A cache that cannot be read or written is skipped, never an error: `find_code` then analyses the files
+itself. `VERSION` changes whenever chunking or terms change, so old entries are never used.
+"""
+
+from __future__ import annotations
+
+import marshal
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from harness import checks
+from harness.core.sources import cache_dir
+
+VERSION = 1
+MAX_ROWS = 400_000          # a few hundred trees of a large repository; the least recently used go first
+BATCH = 500
+
+Analysed = list[tuple[int, int, str, str, str, dict[str, int]]]
+"""A file's chunks, each (start, end, kind, name, text, term counts of name, name and text)."""
+
+
+class ChunkCache:
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self._db: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+        self._broken = False
+
+    def _conn(self) -> sqlite3.Connection | None:
+        if self._db is None and not self._broken:
+            try:
+                path = self.path or cache_dir() / "code-index.sqlite3"
+                checks.private_dir(path.parent)
+                db = sqlite3.connect(path, timeout=30.0, check_same_thread=False, isolation_level=None)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("CREATE TABLE IF NOT EXISTS chunks (key TEXT PRIMARY KEY, version INTEGER NOT NULL, "
+                           "used REAL NOT NULL, data BLOB NOT NULL)")
+                self._db = db
+            except (sqlite3.Error, OSError):
+                self._broken = True
+        return self._db
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Analysed]:
+        """The cached analyses of `keys` that exist (a miss is simply absent)."""
+        wanted = list(dict.fromkeys(keys))
+        found: dict[str, Analysed] = {}
+        with self._lock:
+            db = self._conn()
+            if db is None or not wanted:
+                return found
+            try:
+                for i in range(0, len(wanted), BATCH):
+                    part = wanted[i:i + BATCH]
+                    marks = ",".join("?" * len(part))
+                    rows = db.execute(f"SELECT key, data FROM chunks WHERE version = ? AND key IN ({marks})",
+                                      [VERSION, *part]).fetchall()
+                    for key, data in rows:
+                        value = _load(data)
+                        if value is not None:
+                            found[key] = value
+                if found:
+                    now = time.time()
+                    db.executemany("UPDATE chunks SET used = ? WHERE key = ?", [(now, k) for k in found])
+            except sqlite3.Error:
+                return found
+        return found
+
+    def put_many(self, entries: Mapping[str, Analysed]) -> None:
+        with self._lock:
+            db = self._conn()
+            if db is None or not entries:
+                return
+            now = time.time()
+            try:
+                db.execute("BEGIN")
+                db.executemany("INSERT OR REPLACE INTO chunks (key, version, used, data) VALUES (?, ?, ?, ?)",
+                               [(k, VERSION, now, marshal.dumps(v)) for k, v in entries.items()])
+                db.execute("DELETE FROM chunks WHERE version != ?", [VERSION])
+                count = db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+                if count > MAX_ROWS:
+                    db.execute("DELETE FROM chunks WHERE key IN (SELECT key FROM chunks ORDER BY used LIMIT ?)",
+                               [count - MAX_ROWS])
+                db.execute("COMMIT")
+            except sqlite3.Error:
+                try:
+                    db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+
+def _load(data: bytes) -> Analysed | None:
+    try:
+        value: Any = marshal.loads(data)
+    except (ValueError, EOFError, TypeError):
+        return None
+    if not isinstance(value, list):
+        return None
+    return value
+
+
+_SHARED: ChunkCache | None = None
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_cache() -> ChunkCache:
+    """The machine's cache (one connection per process, opened on first use)."""
+    global _SHARED
+    with _SHARED_LOCK:
+        if _SHARED is None:
+            _SHARED = ChunkCache()
+        return _SHARED

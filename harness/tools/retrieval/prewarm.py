@@ -1,0 +1,78 @@
+"""Analysing a project's files for `find_code` while the session starts, from the host's copy.
+
+At the start of a session /workspace holds exactly the files of the task's folder on the host, so
+their analyses (chunks and term counts, `harness.tools.retrieval.chunk_cache`) can be made from that
+folder in a background thread, with no sandbox I/O, while the model reads the task. The first
+`find_code` then lists the fingerprints in the sandbox (one command), finds every file in the cache,
+and only builds the postings. Files the agent changed meanwhile are simply cache misses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from pathlib import Path
+
+from harness.tools.retrieval.chunk_cache import Analysed, ChunkCache
+from harness.tools.retrieval.code_index import CodeIndex, analyse, cache_key
+
+MAX_FILE_BYTES = 512 * 1024
+BATCH = 400
+
+
+def indexable(root: Path, extensions: tuple[str, ...], skip_dirs: tuple[str, ...]) -> list[Path]:
+    """The files under `root` find_code indexes (the same rule as its `find` command; links not followed)."""
+    found: list[Path] = []
+    suffixes = tuple(f".{e}" for e in extensions)
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in skip_dirs and not d.endswith(".egg-info")]
+        for name in files:
+            path = Path(folder) / name
+            if name.endswith(suffixes) and path.is_file() and not path.is_symlink() \
+                    and path.stat().st_size < MAX_FILE_BYTES:
+                found.append(path)
+    return found
+
+
+def warm(root: Path, cache: ChunkCache, extensions: tuple[str, ...], skip_dirs: tuple[str, ...],
+         stop: threading.Event | None = None) -> int:
+    """Put the analysis of every indexable file under `root` into `cache`; returns how many were new."""
+    learnt = 0
+    files = indexable(root, extensions, skip_dirs)
+    for i in range(0, len(files), BATCH):
+        if stop is not None and stop.is_set():
+            break
+        contents: dict[str, tuple[str, bytes]] = {}
+        for path in files[i:i + BATCH]:
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            rel = path.relative_to(root).as_posix()
+            contents[cache_key(rel, hashlib.sha256(data).hexdigest())] = (rel, data)
+        known = cache.get_many(contents)
+        fresh: dict[str, Analysed] = {key: analyse(rel, data.decode("utf-8", "replace"))
+                                      for key, (rel, data) in contents.items() if key not in known}
+        cache.put_many(fresh)
+        learnt += len(fresh)
+    return learnt
+
+
+def start_warming(index: CodeIndex, root: Path | None, extensions: tuple[str, ...],
+                  skip_dirs: tuple[str, ...]) -> threading.Thread | None:
+    """Warm `index`'s cache from `root` in a daemon thread; `index.sync` waits for it (bounded)."""
+    if index.cache is None or root is None or not Path(root).is_dir():
+        return None
+    cache = index.cache
+
+    def run() -> None:
+        try:
+            warm(Path(root), cache, extensions, skip_dirs, index.stop_warming)
+        except Exception:  # noqa: BLE001 - warming is an optimisation: find_code analyses what is missing
+            pass
+
+    thread = threading.Thread(target=run, name="find-code-warm", daemon=True)
+    index.warming = thread
+    thread.start()
+    return thread

@@ -1,0 +1,159 @@
+"""The host cache of file analyses behind find_code's index: same index with or without it, only unseen
+content fetched, and a broken cache never breaks a query. Real SQLite files."""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+import sqlite3
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from harness.tools.retrieval import chunk_cache
+from harness.tools.retrieval.chunk_cache import ChunkCache
+from harness.tools.retrieval.chunks import term_counts, terms
+from harness.tools.retrieval.code_index import CodeIndex, cache_key
+from harness.tools.retrieval.find_code import EXTENSIONS, SKIP_DIRS
+from harness.tools.retrieval.prewarm import indexable, start_warming, warm
+
+FILES = {
+    "shop/cart.py": "class Cart:\n    def total(self, items):\n        return sum(i.price for i in items)\n\n"
+                    "def applyDiscount(cart, rate):\n    return cart.total([]) * (1 - rate)\n",
+    "shop/copy_of_cart.py": "",
+    "README.md": "# Shop\n\nCarts, totals and discount codes.\n",
+    "shop/broken.py": "def half(:\n    pass\n",
+}
+FILES["shop/copy_of_cart.py"] = FILES["shop/cart.py"]     # same content, another path
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _fps(files: dict[str, str]) -> dict[str, str]:
+    return {p: _sha(t) for p, t in files.items()}
+
+
+def _index(cache: ChunkCache | None, files: dict[str, str], fetched: list[str]) -> CodeIndex:
+    index = CodeIndex(cache=cache)
+
+    def fetch(paths: list[str]) -> dict[str, str]:
+        fetched.extend(paths)
+        return {p: files[p] for p in paths}
+
+    index.sync(_fps(files), fetch)
+    return index
+
+
+def _shape(index: CodeIndex) -> tuple[object, ...]:
+    chunks = sorted((c.path, c.start, c.end, c.kind, c.name, c.text) for c in index.chunks.values())
+    postings = sorted((t, sorted((index.chunks[c].path, index.chunks[c].start, tf) for c, tf in p.items()))
+                      for t, p in index.postings.items())
+    return chunks, postings, index.total_length
+
+
+def test_term_counts_are_the_counts_of_terms() -> None:
+    text = "def topWords(text_in, n):\n    counting HTTPServer __init__ self.top_words the café\n"
+    assert term_counts(text) == Counter(terms(text))
+
+
+def test_a_warm_cache_gives_the_same_index_without_fetching(tmp_path: Path) -> None:
+    cache = ChunkCache(tmp_path / "cache.sqlite3")
+    plain = _index(None, FILES, [])
+    first: list[str] = []
+    cold = _index(cache, FILES, first)
+    assert sorted(first) == sorted(FILES)
+    again: list[str] = []
+    warm = _index(cache, FILES, again)
+    assert again == []                                   # nothing fetched, nothing analysed
+    assert _shape(plain) == _shape(cold) == _shape(warm)
+    query = "discount total"
+    assert [c.path for c, _ in warm.search(query, 3)] == [c.path for c, _ in plain.search(query, 3)]
+    # the path's own terms count for each copy of the same content
+    assert {c.path for c, _ in warm.search("copy of", 5)} == {"shop/copy_of_cart.py"}
+
+
+def test_only_changed_content_is_fetched_and_the_index_follows_edits(tmp_path: Path) -> None:
+    cache = ChunkCache(tmp_path / "cache.sqlite3")
+    _index(cache, FILES, [])
+    edited = dict(FILES, **{"shop/cart.py": FILES["shop/cart.py"].replace("applyDiscount", "apply_coupon")})
+    fetched: list[str] = []
+    index = _index(cache, edited, fetched)
+    assert fetched == ["shop/cart.py"]
+    names = {c.name for c in index.chunks.values()}
+    assert "apply_coupon" in names and "applyDiscount" in names     # the copy still has the old function
+    assert _shape(index) == _shape(_index(None, edited, []))
+
+
+def test_python_and_text_analyses_of_the_same_content_are_kept_apart() -> None:
+    sha = _sha("def f():\n    pass\n")
+    assert cache_key("a.py", sha) != cache_key("a.txt", sha) and cache_key("a.pyi", sha) == cache_key("b.py", sha)
+
+
+def test_a_broken_cache_is_skipped_not_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "cache.sqlite3"
+    cache = ChunkCache(path)
+    _index(cache, FILES, [])
+    cache.close()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE chunks SET data = ?", [b"\x00garbage"])
+    db.commit()
+    db.close()
+    fetched: list[str] = []
+    index = _index(ChunkCache(path), FILES, fetched)
+    assert sorted(fetched) == sorted(FILES) and _shape(index) == _shape(_index(None, FILES, []))
+    # an old version's entries are never used
+    db = sqlite3.connect(path)
+    db.execute("UPDATE chunks SET version = 0")
+    db.commit()
+    db.close()
+    fetched.clear()
+    _index(ChunkCache(path), FILES, fetched)
+    assert sorted(fetched) == sorted(FILES)
+    # a cache that cannot be opened (its folder is a file)
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    fetched.clear()
+    index = _index(ChunkCache(blocker / "cache.sqlite3"), FILES, fetched)
+    assert sorted(fetched) == sorted(FILES) and index.chunks
+
+
+def test_the_cache_keeps_at_most_max_rows_least_recently_used_first(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(chunk_cache, "MAX_ROWS", 3)
+    cache = ChunkCache(tmp_path / "cache.sqlite3")
+    for n in range(5):
+        cache.put_many({f"k{n}": [(1, 1, "lines", "", f"text {n}", {"text": 1})]})
+    assert sorted(cache.get_many([f"k{n}" for n in range(5)])) == ["k2", "k3", "k4"]
+    assert marshal.loads(marshal.dumps(cache.get_many(["k4"])["k4"])) == [(1, 1, "lines", "", "text 4", {"text": 1})]
+
+
+def test_prewarming_from_the_host_copy_leaves_nothing_to_fetch(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    for rel, text in FILES.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    (root / "node_modules").mkdir()
+    (root / "node_modules" / "x.js").write_text("function skipped() {}\n")
+    (root / "big.py").write_text("x = 1\n" * 100_000)           # over the size limit: find_code skips it too
+    (root / "link.py").symlink_to(root / "shop" / "cart.py")
+    assert {p.relative_to(root).as_posix() for p in indexable(root, EXTENSIONS, SKIP_DIRS)} == set(FILES)
+    cache = ChunkCache(tmp_path / "cache.sqlite3")
+    index = CodeIndex(cache=cache)
+    thread = start_warming(index, root, EXTENSIONS, SKIP_DIRS)
+    assert thread is not None
+    fetched: list[str] = []
+
+    def fetch(paths: list[str]) -> dict[str, str]:
+        fetched.extend(paths)
+        return {p: FILES[p] for p in paths}
+
+    index.sync(_fps(FILES), fetch)          # waits for the warming thread, then finds everything cached
+    assert fetched == [] and _shape(index) == _shape(_index(None, FILES, []))
+    assert warm(root, cache, EXTENSIONS, SKIP_DIRS) == 0         # a second pass learns nothing new
+    stopped = threading.Event()
+    stopped.set()
+    assert warm(root, ChunkCache(tmp_path / "other.sqlite3"), EXTENSIONS, SKIP_DIRS, stopped) == 0
