@@ -101,6 +101,7 @@ class StreamAnswer(NamedTuple):
     error_lines_total: int
     saved_path: str | None = None
     saved_bytes: int = 0
+    scanned_bytes: int = -1    # bytes searched for error lines from the start (-1: all of them)
 
 
 class ExecAnswer(NamedTuple):

@@ -87,6 +87,8 @@ class StreamCapture:
     error_lines_total: int = 0                      # how many lines matched, including those not kept
     saved_path: str | None = None                   # the full stream inside the sandbox, if saved
     saved_bytes: int = 0                            # how much of it was saved (the save is capped)
+    scanned_bytes: int = -1                         # error lines were looked for in this many first bytes
+                                                    # and in the tail (-1: in the whole stream)
 
     @property
     def text(self) -> str:

@@ -127,7 +127,8 @@ def _capture(s: protocol.StreamAnswer) -> StreamCapture:
     return StreamCapture(head=safe_text(s.head), tail=safe_text(s.tail), total_bytes=s.total_bytes,
                          total_lines=s.total_lines, truncated=s.truncated,
                          error_lines=tuple((e.line, safe_text(e.text)) for e in s.error_lines),
-                         error_lines_total=s.error_lines_total, saved_path=s.saved_path, saved_bytes=s.saved_bytes)
+                         error_lines_total=s.error_lines_total, saved_path=s.saved_path, saved_bytes=s.saved_bytes,
+                         scanned_bytes=s.scanned_bytes)
 
 
 def raise_remote(err: protocol.RemoteError, op: str, where: str) -> NoReturn:

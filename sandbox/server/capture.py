@@ -1,5 +1,9 @@
 """One output stream of a command: counted in full, kept in bounded pieces (head, tail, error lines, a
-saved copy of the first bytes). Memory stays flat whatever a command prints."""
+saved copy of the first bytes). Memory stays flat whatever a command prints.
+
+Lines that look like errors are looked for in the first `SCAN_MAX` bytes and in the kept tail; beyond
+that budget the part that is dropped costs one newline count per read (memory speed), never a search
+per keyword: 1 GiB of output is not read 17 times. The answer says how far the search went."""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ import re
 from typing import BinaryIO
 
 from sandbox._protocol import ErrorLine, StreamAnswer
+
+SCAN_MAX = 16 * 1024 * 1024
 
 
 class Capture:
@@ -26,6 +32,7 @@ class Capture:
         self.error_re, self.error_max = error_re, error_max
         self.keywords = pattern_keywords(error_re.pattern) if error_re is not None else None
         self.carry = b""
+        self.scanned = 0                         # bytes given to the error search so far
         self.save_path, self.save_max, self.saved = save_path, save_max, 0
         self.save_file: BinaryIO | None = None   # opened only once the output outgrows the head
         # the host's own budget (bytes, lines): an output it will cut is saved even when the head holds
@@ -40,12 +47,13 @@ class Capture:
             self.head += chunk[:room]
         rest = chunk[max(room, 0):]
         if rest:
-            self.tail += rest
+            self.tail += rest[-2 * self.tail_max:]
             if len(self.tail) > 2 * self.tail_max:
                 del self.tail[: len(self.tail) - self.tail_max]
         if self.save_path:
             self._save(chunk, before)
-        if self.error_re is not None:
+        if self.error_re is not None and self.scanned < SCAN_MAX:
+            self.scanned += len(chunk)
             self._scan(chunk)
         else:
             self.lines += chunk.count(b"\n")
@@ -105,13 +113,16 @@ class Capture:
             pos = stop + 1
 
     def finish(self, keep_saved: bool) -> StreamAnswer:
-        if self.carry and self.error_re is not None and self.error_re.search(self.carry):
+        whole = self.scanned >= self.total
+        if whole and self.carry and self.error_re is not None and self.error_re.search(self.carry):
             self.errors_total += 1
             if len(self.errors) < self.error_max:
                 self.errors.append(ErrorLine(self.lines + 1, self.carry[:400]))
         last = (self.tail or self.head)[-1:]
         if self.total and last != b"\n":
             self.lines += 1
+        if not whole and self.error_re is not None:
+            self._scan_tail()
         if self.total <= len(self.head) + len(self.tail):
             head, tail, truncated = bytes(self.head + self.tail), b"", False
         else:
@@ -131,7 +142,29 @@ class Capture:
         return StreamAnswer(head=head, tail=tail, total_bytes=self.total, total_lines=self.lines,
                             truncated=truncated, error_lines=tuple(self.errors),
                             error_lines_total=self.errors_total, saved_path=saved_path,
-                            saved_bytes=self.saved if saved_path else 0)
+                            saved_bytes=self.saved if saved_path else 0,
+                            scanned_bytes=-1 if whole else self.scanned)
+
+    def _scan_tail(self) -> None:
+        """The search beyond the budget: the kept tail's whole lines (those a reader sees at the end)."""
+        assert self.error_re is not None
+        tail = bytes(self.tail[-self.tail_max:])
+        searched = max(0, self.scanned - (self.total - len(tail)))   # the tail's part the search saw
+        cut = tail.find(b"\n", searched)      # the line under way there (or the tail's first) is partial
+        if cut < 0:
+            return
+        body = tail[cut + 1:]
+        if not body:
+            return
+        ends_open = not body.endswith(b"\n")
+        first_line = self.lines - body.count(b"\n") - (1 if ends_open else 0) + 1
+        if not ends_open:
+            body = body[:-1]
+        for number, line in enumerate(body.split(b"\n"), first_line):
+            if self.error_re.search(line):
+                self.errors_total += 1
+                if len(self.errors) < self.error_max:
+                    self.errors.append(ErrorLine(number, line[:400]))
 
 
 def pattern_keywords(pattern: bytes) -> list[bytes] | None:

@@ -3,6 +3,7 @@ enforce the timeout (SIGTERM to the group, SIGKILL after the grace period), then
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import selectors
@@ -14,7 +15,8 @@ from sandbox._protocol import ExecAnswer, ExecRequest, SpawnFailed
 from sandbox.server.capture import Capture
 from sandbox.server.processes import Sweep, WaitingShell, spawn
 
-CHUNK = 1 << 16
+CHUNK = 1 << 20
+PIPE_SIZE = 1 << 20    # the pipes grown to this (Linux's default pipe-max-size) so each read takes a large piece
 
 
 def run_command(req: ExecRequest, number: int, sweep: Sweep, shell: WaitingShell) -> ExecAnswer | SpawnFailed:
@@ -67,6 +69,10 @@ def _pump(proc: subprocess.Popen[bytes], caps: list[Capture], timeout: float, gr
     sel = selectors.DefaultSelector()
     for stream, cap in zip((proc.stdout, proc.stderr), caps):
         os.set_blocking(stream.fileno(), False)
+        try:
+            fcntl.fcntl(stream.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_SIZE)   # 3.10+ names it
+        except OSError:
+            pass   # over the user's pipe quota: the default size still works, in smaller reads
         sel.register(stream.fileno(), selectors.EVENT_READ, cap)
     pidfd = watching = _pidfd(proc.pid)
     if pidfd is not None:

@@ -10,8 +10,10 @@ import re
 
 import pytest
 
-from harness.tools.shell.truncation import ERROR_PATTERN
+from harness.tools.shell.truncation import ERROR_PATTERN, render_stream
 from sandbox._protocol import StreamAnswer
+from sandbox.api import StreamCapture
+from sandbox.server import capture
 from sandbox.server.capture import Capture, pattern_keywords
 
 
@@ -59,3 +61,33 @@ def test_scanning_a_flood_without_errors_counts_every_line_and_finds_none() -> N
 def test_the_word_list_is_read_from_the_pattern() -> None:
     assert pattern_keywords(b"(?i)(?#any-of:error|^e)(x)") == [b"error", b"\ne"]
     assert pattern_keywords(b"plain") is None
+
+
+def test_beyond_the_scan_budget_only_newlines_are_counted_but_the_tail_is_still_searched(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(capture, "SCAN_MAX", 1 << 20)
+    early = b"ok\n" * 1000 + b"ERROR: early\n"
+    middle = b"harness benchmark line\n" * 200_000 + b"ERROR: lost in the middle\n" + b"fine\n" * 100_000
+    late = b"more\n" * 10 + b"Traceback (most recent call last):\nE   assert 1 == 2\nend"
+    data = early + middle + late
+    got = _scan(data)
+    lines = data.split(b"\n")
+    assert got.total_lines == len(lines) and got.total_bytes == len(data)
+    assert 1 << 20 <= got.scanned_bytes < (1 << 20) + 65536
+    found = {(n, t) for n, t in got.error_lines}
+    assert (1001, b"ERROR: early") in found
+    assert (len(lines) - 2, b"Traceback (most recent call last):") in found
+    assert (len(lines) - 1, b"E   assert 1 == 2") in found
+    assert not any(b"middle" in t for _, t in found) and got.error_lines_total == 3
+    for n, text in found:
+        assert lines[n - 1] == text
+    small = _scan(b"ERROR: x\n" * 10)
+    assert small.scanned_bytes == -1 and small.error_lines_total == 10
+
+
+def test_the_observation_says_how_far_error_lines_were_looked_for() -> None:
+    cap = StreamCapture(head="a\n" * 10, tail="b\n" * 10, total_bytes=40 << 20, total_lines=9_000_000,
+                        truncated=True, error_lines=((5, "ERROR x"),), error_lines_total=1,
+                        scanned_bytes=16 << 20)
+    text = render_stream("stdout", cap, 50, 4000, 40, labelled=False)
+    assert "lines that look like errors (1 of 1 found in its first 16.0 MiB and its last lines)" in text

@@ -18,7 +18,8 @@ def test_a_flood_of_lines_stays_within_budget_and_keeps_head_tail_and_errors(sha
     assert len(text) < MAX_OBSERVATION
     assert text.splitlines()[0].startswith("[exit 0 · ")
     assert "stdout 20.8 MiB (3000010 lines) · stderr 0 B (0 lines)]" in text
-    assert "--- stdout: lines that look like errors (1 of 1) ---\n1500001: ERROR: the one line that matters" in text
+    assert ("--- stdout: lines that look like errors (1 of 1 found in its first 16.0 MiB and its last lines) ---\n"
+            "1500001: ERROR: the one line that matters") in text
     assert "--- stdout: lines 1-" in text and "\n1\n2\n3\n" in text and text.rstrip().endswith("\n1500009")
     assert "line(s) of stdout omitted; the first 8.0 MiB of it is saved at /tmp/harness/output/" in text
 

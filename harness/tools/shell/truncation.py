@@ -78,7 +78,8 @@ def render_stream(name: str, cap: StreamCapture, max_lines: int, max_bytes: int,
     out: list[str] = []
     if cap.error_lines:
         shown = cap.error_lines[:max_errors]
-        out.append(f"--- {name}: lines that look like errors ({len(shown)} of {cap.error_lines_total}) ---")
+        where = "" if cap.scanned_bytes < 0 else f" found in its first {_human(cap.scanned_bytes)} and its last lines"
+        out.append(f"--- {name}: lines that look like errors ({len(shown)} of {cap.error_lines_total}{where}) ---")
         out.extend(f"{n}: {_cut_long(text, 300)}" for n, text in shown)
     head_n = max(1, max_lines // 2)
     head = _take(lines, head_n, max_bytes // 2)

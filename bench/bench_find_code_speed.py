@@ -1,0 +1,114 @@
+"""How long the first `find_code` takes on a django-sized tree, against the index built the old way.
+
+    .venv/bin/python bench/bench_find_code_speed.py [--tarball django__django-16139.tar.gz] [--other ...]
+
+Each case is a fresh sandbox holding the tree (copied in as `harness exec --dir` does) and a new
+session's index, timed from the `find_code` call to its answer:
+  baseline      no cache, no prewarming: every file fetched from the sandbox and analysed (before)
+  cold+warm-up  an empty cache, prewarming started when the sandbox was ready (what a session does),
+                the first query `--think` seconds later (a model's first turn; 0: at once)
+  warm cache    a later session of the same tree
+  other commit  a session of another commit of the same repository, with the cache of the first
+  later         a second query after an edit of one file
+Defaults: django__django-16139 and django__django-11099 from the shared SWE-bench tarballs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tarfile
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness.config import ToolsConfig  # noqa: E402
+from harness.tools.base import ToolContext  # noqa: E402
+from harness.tools.retrieval.chunk_cache import ChunkCache  # noqa: E402
+from harness.tools.retrieval.code_index import CodeIndex  # noqa: E402
+from harness.tools.retrieval.find_code import find_code_tool, warm_index  # noqa: E402
+from sandbox.api import SandboxSpec  # noqa: E402
+from sandbox.docker_sandbox import DockerSandbox  # noqa: E402
+from sandbox.images import ensure_image  # noqa: E402
+
+QUERY = "QuerySet filter with a Q object on a related field"
+GOAL = 2.0
+
+
+def _shared() -> Path:
+    here = Path(__file__).resolve().parents[2] / "shared" / "swebench"
+    for place in (os.environ.get("HARNESS_SWEBENCH_DATA"), here, "/work/shared/swebench"):
+        if place and (Path(place) / "repos").is_dir():
+            return Path(place) / "repos"
+    raise SystemExit("no SWE-bench tarballs found: pass --tarball, or set HARNESS_SWEBENCH_DATA")
+
+
+def _tree(tarball: Path, into: Path) -> Path:
+    with tarfile.open(tarball) as tar:
+        tar.extractall(into, filter="data")
+    return next(p for p in into.iterdir() if p.is_dir())
+
+
+def _session(image: str, tree: Path, cache: ChunkCache | None, prewarm: bool, think: float,
+             edit: bool = False) -> tuple[float, float | None, str]:
+    spec = SandboxSpec(image=image, session=f"bench-{uuid.uuid4().hex[:8]}", project_dir=tree,
+                       labels={"harness.bench": "1"})
+    tool = find_code_tool(ToolsConfig())
+    with DockerSandbox(spec) as box:
+        ctx = ToolContext(sandbox=box, session=spec.session, code_index=CodeIndex(cache=cache))
+        if prewarm:
+            warm_index(ctx, tree)
+        time.sleep(think)
+        started = time.perf_counter()
+        out = tool.function(ctx, query=QUERY, k=5)
+        first = time.perf_counter() - started
+        later = None
+        if edit:
+            box.exec("echo '# touched' >> django/db/models/query.py", timeout=30)
+            started = time.perf_counter()
+            tool.function(ctx, query="prefetch related objects", k=5)
+            later = time.perf_counter() - started
+        ctx.code_index.stop_warming.set()
+    return first, later, str(out).split("\n", 1)[0]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tarball", type=Path, default=None)
+    parser.add_argument("--other", type=Path, default=None)
+    parser.add_argument("--think", type=float, default=0.0, help="seconds between sandbox start and the first query")
+    args = parser.parse_args()
+    repos = _shared() if args.tarball is None or args.other is None else None
+    tarball = args.tarball or repos / "django__django-16139.tar.gz"   # type: ignore[operator]
+    other = args.other or repos / "django__django-11099.tar.gz"       # type: ignore[operator]
+    image = ensure_image(python="3.11")
+    with tempfile.TemporaryDirectory(prefix="bench-find-") as tmp:
+        root = Path(tmp)
+        tree, tree2 = _tree(tarball, root / "a"), _tree(other, root / "b")
+        cache = ChunkCache(root / "cache.sqlite3")
+        rows: list[tuple[str, float]] = []
+        base, _, said = _session(image, tree, None, False, args.think)
+        rows.append(("baseline (no cache, no warm-up)", base))
+        cold, _, _ = _session(image, tree, cache, True, args.think)
+        rows.append((f"empty cache, warm-up, query after {args.think:g}s", cold))
+        warm, later, _ = _session(image, tree, cache, True, args.think, edit=True)
+        rows.append(("warm cache (same tree again)", warm))
+        other_first, _, _ = _session(image, tree2, cache, True, args.think)
+        rows.append((f"other commit ({tree2.name})", other_first))
+        assert later is not None
+        rows.append(("later query, after editing one file", later))
+    print(f"first find_code on {tree.name}: {said}")
+    for label, seconds in rows:
+        print(f"  {label:<44} {seconds:7.2f} s   ({base / seconds:5.1f}x faster than the baseline)")
+    for label, seconds in rows[1:4]:
+        print(f"{label}: {seconds:.2f} s; goal <= {GOAL:g} s for the first call: "
+              f"{'met' if seconds <= GOAL else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
