@@ -50,8 +50,9 @@ def _index(cache: ChunkCache | None, files: dict[str, str], fetched: list[str]) 
 
 def _shape(index: CodeIndex) -> tuple[object, ...]:
     chunks = sorted((c.path, c.start, c.end, c.kind, c.name, c.text) for c in index.chunks.values())
-    postings = sorted((t, sorted((index.chunks[c].path, index.chunks[c].start, tf) for c, tf in p.items()))
-                      for t, p in index.postings.items())
+    postings = sorted((t, sorted((index.chunks[c].path, index.chunks[c].start, tf)
+                                 for c, tf in index.posting(t).items()))
+                      for t in index.vocabulary())
     return chunks, postings, index.total_length
 
 

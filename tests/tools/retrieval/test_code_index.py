@@ -80,7 +80,8 @@ def test_sync_drops_deleted_files_and_reindexes_changed_ones() -> None:
     assert log[-1] == ["dur/parse.py"]
     names = [c.name for c, _ in index.search("count words parse duration read interval", 10)]
     assert names == ["read_interval"]
-    assert "count_words" not in index.postings and "parse_duration" not in index.postings
+    assert index.posting("count_words") == {} and index.posting("parse_duration") == {}
+    assert "parse_duration" not in index.vocabulary() and "read_interval" in index.vocabulary()
 
 
 def test_unchanged_files_are_not_fetched_again() -> None:
