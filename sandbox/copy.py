@@ -12,6 +12,7 @@ import io
 import os
 import posixpath
 import stat
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -21,36 +22,44 @@ SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", ".pytest_cache", ".mypy_cache
 
 
 def pack_directory(src: Path, max_bytes: int, max_files: int, skip: set[str] = SKIP_DIRS) -> bytes:
-    """A tar of `src`'s regular files, directories and symlinks (links are stored, never followed)."""
+    """A tar of `src`'s regular files, directories and symlinks (links are stored, never followed; a
+    file with several hard links is stored as itself each time), owned by 1000:1000.
+
+    The selection (what to skip, the caps) is made here; GNU tar then writes exactly the listed
+    entries, at C speed (Python's tarfile took 1.3 s for a django-sized tree)."""
     src = Path(src)
     if not src.is_dir():
         raise CopyError(f"project directory {str(src)!r} does not exist or is not a directory; "
                         "pass a folder holding the project's files, e.g. --dir tasks/wordcount/repo")
-    buf = io.BytesIO()
+    entries: list[str] = []
     total = count = 0
-    with tarfile.open(fileobj=buf, mode="w:") as tar:
-        for root, dirs, files in os.walk(src, followlinks=False):
-            dirs[:] = sorted(d for d in dirs if d not in skip)
-            for name in dirs + sorted(files):
-                full = os.path.join(root, name)
-                mode = os.lstat(full).st_mode
-                if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
-                    continue   # sockets, fifos, devices never enter the sandbox
-                info = tar.gettarinfo(full, arcname=os.path.relpath(full, src))
-                info.uid = info.gid = 1000
-                info.uname = info.gname = ""
-                count += 1
-                total += info.size if info.isfile() else 0
-                if count > max_files or total > max_bytes:
-                    raise CopyError(f"{src} holds more than the copy limit ({max_files} files or "
-                                    f"{max_bytes} bytes); raise SandboxSpec.max_copy_bytes/max_copy_files "
-                                    "or point at a smaller project directory")
-                if info.isfile():
-                    with open(full, "rb") as f:
-                        tar.addfile(info, f)
-                else:
-                    tar.addfile(info)
-    return buf.getvalue()
+    for root, dirs, files in os.walk(src, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d not in skip)
+        for name in dirs + sorted(files):
+            full = os.path.join(root, name)
+            st = os.lstat(full)
+            if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+                continue   # sockets, fifos, devices never enter the sandbox
+            count += 1
+            total += st.st_size if stat.S_ISREG(st.st_mode) else 0
+            if count > max_files or total > max_bytes:
+                raise CopyError(f"{src} holds more than the copy limit ({max_files} files or "
+                                f"{max_bytes} bytes); raise SandboxSpec.max_copy_bytes/max_copy_files "
+                                "or point at a smaller project directory")
+            entries.append(os.path.relpath(full, src))
+    if not entries:
+        buf = io.BytesIO()
+        tarfile.open(fileobj=buf, mode="w:").close()
+        return buf.getvalue()
+    done = subprocess.run(["tar", "-c", "-f", "-", "-C", str(src), "--no-recursion", "--null",
+                           "--verbatim-files-from", "-T", "-", "--hard-dereference", "--format=gnu",
+                           "--owner=1000", "--group=1000", "--numeric-owner"],
+                          input="\0".join(entries).encode("utf-8", "surrogateescape"), capture_output=True,
+                          check=False)
+    if done.returncode not in (0, 1):     # 1: a file changed while it was read (its new state is packed)
+        raise CopyError(f"packing {src} failed (tar exit {done.returncode}): "
+                        f"{done.stderr.decode('utf-8', 'replace').strip()[-800:]}")
+    return done.stdout
 
 
 def check_members(tar: tarfile.TarFile, max_bytes: int, max_files: int) -> list[tarfile.TarInfo]:

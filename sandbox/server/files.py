@@ -65,18 +65,29 @@ def write_file(req: WriteRequest) -> WriteAnswer:
 
 
 def put_tar(req: PutTarRequest) -> PutTarAnswer:
-    import tarfile  # noqa: PLC0415 - see the module docstring
+    """Every member checked from the headers (plain relative paths, only files, folders and links, none
+    beneath a link of the archive), then extracted by GNU tar (C speed: Python's tarfile took seconds
+    for a django-sized tree), as the server's user, modes kept."""
+    import subprocess  # noqa: PLC0415 - see the module docstring
+    import tarfile  # noqa: PLC0415
     os.makedirs(req.dest, exist_ok=True)
+    links: set[str] = set()
+    count = 0
     with tarfile.open(fileobj=io.BytesIO(req.data), mode="r:") as tar:
-        members = []
-        for m in tar.getmembers():
-            parts = m.name.split("/")
-            if m.name.startswith("/") or ".." in parts or not (m.isfile() or m.isdir() or m.issym()):
+        for m in tar:
+            name = m.name.rstrip("/")
+            parts = name.split("/")
+            beneath_link = any("/".join(parts[:i]) in links for i in range(1, len(parts)))
+            if name.startswith("/") or ".." in parts or beneath_link or not (m.isfile() or m.isdir() or m.issym()):
                 raise ValueError(f"refusing tar member {m.name!r}")
-            m.uid, m.gid, m.uname, m.gname = os.getuid(), os.getgid(), "", ""
-            members.append(m)
-        tar.extractall(req.dest, members=members, numeric_owner=True)
-    return PutTarAnswer(files=len(members))
+            if m.issym():
+                links.add(name)
+            count += 1
+    done = subprocess.run(["tar", "-x", "-p", "--no-same-owner", "-C", req.dest, "-f", "-"], input=req.data,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    if done.returncode != 0:
+        raise OSError(f"tar could not unpack into {req.dest}: {done.stderr.decode('utf-8', 'replace')[-500:]}")
+    return PutTarAnswer(files=count)
 
 
 def get_tar(req: GetTarRequest) -> GetTarAnswer:

@@ -16,7 +16,7 @@ import pytest
 
 from sandbox.copy import safe_extract
 from sandbox.docker_sandbox import DockerSandbox
-from sandbox.errors import CopyError
+from sandbox.errors import CopyError, SandboxError
 from tests.sandbox.conftest import make_spec
 
 CAP_BYTES, CAP_FILES = 10 * 1024 * 1024, 1000
@@ -176,3 +176,35 @@ def test_copy_in_refuses_a_project_over_the_caps_and_leaves_no_container(
         with DockerSandbox(spec):
             pass
     assert docker_client.containers.list(all=True, filters={"label": f"harness.session={spec.session}"}) == []
+
+
+def test_copy_in_keeps_odd_names_as_names_and_hard_links_as_files(sandbox_image: str, tmp_path: Path) -> None:
+    project = tmp_path / "odd"
+    project.mkdir()
+    names = ["-rf", "--checkpoint-action=exec=touch pwned", "new\nline.txt", "space name.py", "ünï.txt"]
+    for n, name in enumerate(names):
+        (project / name).write_text(f"file {n}\n")
+    (project / "twin").hardlink_to(project / "space name.py")
+    with DockerSandbox(make_spec(sandbox_image, project_dir=project)) as box:
+        listing = box.exec("find . -maxdepth 1 -type f -print0 | sort -z | xargs -0 -n1 printf '%s|'; "
+                           "stat -c %h twin; cat twin; ls /workspace/pwned /tmp/pwned 2>&1 | wc -l", timeout=30)
+        text = listing.stdout.text
+        for name in ["-rf", "--checkpoint-action=exec=touch pwned", "space name.py", "ünï.txt", "twin"]:
+            assert f"./{name}|" in text
+        assert "./new\nline.txt|" in text and "1\nfile 3\n" in text   # the twin: its own file, one link
+        assert not (project / "pwned").exists()
+
+
+def test_the_server_refuses_an_archive_member_beneath_one_of_its_links(sandbox: DockerSandbox) -> None:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        link = tarfile.TarInfo("out")
+        link.type, link.linkname = tarfile.SYMTYPE, "/tmp"
+        tar.addfile(link)
+        data = b"planted\n"
+        member = tarfile.TarInfo("out/planted.txt")
+        member.size = len(data)
+        tar.addfile(member, io.BytesIO(data))
+    with pytest.raises(SandboxError, match="refusing tar member 'out/planted.txt'"):
+        sandbox._live().put_tar(buf.getvalue(), "/workspace")
+    assert sandbox.exec("ls /tmp/planted.txt /workspace/out", timeout=10).exit_code != 0
