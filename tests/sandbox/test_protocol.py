@@ -3,7 +3,9 @@ through a frame, and a frame of the wrong shape is refused with every wrong fiel
 
 from __future__ import annotations
 
+import base64
 import io
+import json
 
 import pytest
 
@@ -62,3 +64,23 @@ def test_a_frame_over_the_limit_is_refused_before_its_body_is_read() -> None:
     with pytest.raises(p.FrameError, match="exceeds"):
         p.frame_size(p.HEADER.pack(p.MAX_FRAME + 1))
     assert p.frame_size(p.HEADER.pack(p.MAX_FRAME)) == p.MAX_FRAME
+
+
+def test_large_bytes_travel_raw_after_the_json_and_come_back_equal() -> None:
+    data = bytes(range(256)) * 4096 + b"\x00\n{}\"" * 10           # 1 MiB and more, NULs and JSON inside
+    frame = p.encode_frame(p.request_to_dict(p.PutTarRequest(data=data, dest="/workspace")))
+    body = frame[p.HEADER.size:]
+    assert p.frame_size(frame[:p.HEADER.size]) == len(body) and body.endswith(data)
+    assert base64.b64encode(data[:3000]) not in body                  # not base64: raw
+    assert p.request_from_dict(p.decode_body(body)) == p.PutTarRequest(data=data, dest="/workspace")
+    answer = p.ReadAnswer(realpath="/workspace/x", data=data, sha256="0" * 64, size=len(data))
+    got = p.answer_from_dict(p.Op.READ, p.decode_body(p.encode_frame(p.answer_to_dict(answer))[p.HEADER.size:]))
+    assert got == answer
+    small = p.encode_frame(p.request_to_dict(p.WriteRequest(path="a", data=b"\x00hi")))
+    assert b"\x00" not in small[p.HEADER.size:] and b'"AGhp"' in small     # small bytes stay base64 in the JSON
+
+
+def test_raw_bytes_may_only_fill_a_bytes_field() -> None:
+    forged = json.dumps({"op": "exec", "timeout": 5, p.BLOB: "command"}).encode() + b"\x00rm -rf /"
+    with pytest.raises(p.FrameError, match="only .* hold bytes"):
+        p.decode_body(forged)
