@@ -29,6 +29,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--python", default="3.11", metavar="X", help="the sandbox's Python (default 3.11)")
     p.add_argument("--include", action="append", default=[], metavar="PATTERN",
                    help="put back a file left out as a secret (a path or glob, e.g. --include config/.env.test)")
+    p.add_argument("--pool", type=int, default=0, metavar="N",
+                   help="keep N sandboxes started ahead (staged, started, baseline made), so a session's first call "
+                        "does not wait for one; each serves one session, and one whose folder changed meanwhile "
+                        "is replaced (default 0)")
     p.add_argument("--http", action="store_true", help="serve streamable HTTP on 127.0.0.1 instead of stdio")
     p.add_argument("--port", type=int, default=8770, help="--http port (default 8770; 0: any free port)")
     p.add_argument("--token-file", type=Path, default=None,
@@ -44,11 +48,14 @@ def _run(args: argparse.Namespace) -> int:
     config = load()[0]
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port {args.port} is not a TCP port; expected 0 to 65535, e.g. --port 8770")
+    if not 0 <= args.pool <= 16:
+        raise ConfigError(f"--pool {args.pool} is not a count of sandboxes to keep ready; expected 0 to 16, e.g. "
+                          "--pool 2")
     if not re.fullmatch(r"3\.\d{1,2}", args.python):
         raise ConfigError(f"--python {args.python!r} is not a Python version; expected 3.X, e.g. --python 3.11")
     say = stderr_progress("harness mcp")
     service = SandboxService(args.dir, config, approve=args.approve or "ask", python=args.python,
-                             include=tuple(args.include), say=say)
+                             include=tuple(args.include), say=say, pool=args.pool)
     if not args.http:
         serve_stdio(service)
         return 0

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import hmac
 import json
 import os
@@ -51,6 +52,7 @@ from harness.approval.gate import ApprovalGate
 from harness.approval.wiring import make_gate
 from harness.config import Config
 from harness.core.apply import PatchConflict, apply_to_tree, load_run
+from harness.core.project import select_files
 from harness.errors import HarnessError, TaskError, ToolArgumentsError, ToolError
 from harness.inplace import RepoTask, repo_task, selection_lines, write_base
 from harness.messages import ToolResult, ToolUse
@@ -64,6 +66,7 @@ from harness.tools.retrieval.find_code import warm_index
 from harness.workspace import Baseline, sandbox_patch, start_baseline
 from sandbox.api import SandboxSpec
 from sandbox.docker_sandbox import DockerSandbox
+from sandbox.pool import WarmPool
 from sandbox.text import escape_unsafe
 
 SERVER_NAME = "harness"
@@ -88,6 +91,7 @@ class Workspace:
     """One MCP session's sandbox and the state its tool calls share."""
 
     key: str
+    signature: str             # the folder's selection (names, sizes, times) when its files were staged
     repo: RepoTask
     box: DockerSandbox
     baseline: Baseline
@@ -117,7 +121,8 @@ class SandboxService:
     """The tools an MCP client sees and the sandboxes of its sessions (see the module docstring)."""
 
     def __init__(self, root: Path, config: Config, *, approve: str | None = None, python: str = "3.11",
-                 include: tuple[str, ...] = (), say: Say = _stderr, gate: ApprovalGate | None = None) -> None:
+                 include: tuple[str, ...] = (), say: Say = _stderr, gate: ApprovalGate | None = None,
+                 pool: int = 0) -> None:
         self.root = Path(root).expanduser().resolve()
         if not self.root.is_dir():
             raise TaskError(f"--dir {str(root)!r} is not a folder; give the project's folder, e.g. "
@@ -130,6 +135,11 @@ class SandboxService:
         self._starting: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         self._closed = False
+        # sessions' sandboxes started ahead (staged, started, baseline made); one whose folder changed since
+        # is replaced at `take`
+        self.pool: WarmPool[Workspace] = WarmPool(self._prepare, pool, lambda w: w.close(),
+                                                  is_fresh=lambda w: w.signature == self._signature(),
+                                                  report=self.say)
 
     # -- the MCP side --------------------------------------------------------------------------
     def mcp_tools(self) -> list[types.Tool]:
@@ -184,8 +194,30 @@ class SandboxService:
             raise HarnessError("the MCP server is shutting down")
 
     def _start(self, key: str) -> Workspace:
+        workspace = self.pool.take()
+        workspace.key = key
+        if self.config.tools.prewarm_index:
+            warm_index(workspace.ctx, workspace.repo.staged)
+        self.say(f"session {workspace.ctx.session}: serving a client's session")
+        return workspace
+
+    def _signature(self) -> str:
+        """What the folder holds, cheaply: the selected files' names, sizes, modification times and modes."""
+        project = select_files(self.root, self.include)
+        digest = hashlib.sha256()
+        for rel in project.files:
+            try:
+                st = os.lstat(self.root / rel)
+            except OSError:
+                continue
+            digest.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_mode}\n".encode("utf-8", "surrogateescape"))
+        return digest.hexdigest()
+
+    def _prepare(self) -> Workspace:
+        """A sandbox holding the folder's files as they are now, started, with its baseline made."""
         session = f"mcp-{uuid.uuid4().hex[:8]}"
         self.say(f"session {session}: staging {self.root} and starting its sandbox")
+        signature = self._signature()
         repo = repo_task(self.root, PROBLEM, python=self.python, include=self.include)
         for line in selection_lines(repo.project):
             self.say(f"session {session}: {line}")
@@ -207,9 +239,7 @@ class SandboxService:
             raise
         self.say(f"session {session}: sandbox ready")
         ctx = ToolContext(sandbox=box, session=session, approver=self.gate)
-        if self.config.tools.prewarm_index:
-            warm_index(ctx, repo.staged)
-        return Workspace(key, repo, box, baseline, ctx)
+        return Workspace("", signature, repo, box, baseline, ctx)
 
     def end(self, key: str) -> None:
         """Remove `key`'s sandbox, if it has one (the session ended)."""
@@ -231,6 +261,7 @@ class SandboxService:
         with self._guard:
             self._closed = True
             workspaces, self._sessions = list(self._sessions.values()), {}
+        self.pool.close()
         for workspace in workspaces:
             try:
                 workspace.close()

@@ -314,3 +314,32 @@ def test_structured_content_matches_the_declared_schema_for_every_outcome(projec
             assert json.dumps(schema)
 
     anyio.run(session)
+
+
+def _wait_for_sandboxes(count: int, timeout: float = 60) -> list[Any]:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        found = [c for c in _sandboxes() if c.status == "running"]
+        if len(found) >= count:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"{count} pooled sandbox(es) did not start within {timeout}s")
+
+
+def test_a_pooled_sandbox_serves_the_session_and_a_stale_one_is_replaced(project: Path, tmp_path: Path) -> None:
+    async def session(change: bool) -> tuple[str, set[str]]:
+        async with Client(_params(project, tmp_path, "--pool", "1")) as client:
+            pooled = {c.id for c in _wait_for_sandboxes(1)}
+            time.sleep(1.0)                                   # its baseline is made after the start
+            if change:
+                project.joinpath("added_meanwhile.py").write_text("X = 1\n")
+            listing = _text(await client.call_tool("bash", {"command": "ls; echo served > marker"}))
+            served = {c.id for c in _sandboxes()
+                      if c.exec_run(["cat", "/workspace/marker"], user="1000:1000").output == b"served\n"}
+            return listing, pooled & served
+
+    listing, pooled_served = anyio.run(session, False)
+    assert "calc.py" in listing and pooled_served          # the sandbox started ahead served the session
+    listing, pooled_served = anyio.run(session, True)
+    assert "added_meanwhile.py" in listing and not pooled_served   # stale: replaced by one holding the new file
+    assert _sandboxes() == []
