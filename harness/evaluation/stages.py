@@ -90,9 +90,12 @@ class Stages:
         model = make_model(spec, self.config, self.secrets, task=task)
         # the reference models never read test output: skip the session's own test run for them
         session_task = dataclasses.replace(task, test_cmd=None) if spec in REFERENCE_MODELS else task
+        # nor do they query code: no find_code index is prepared for them
+        config = self.config if spec not in REFERENCE_MODELS else self.config.replace(
+            tools=dataclasses.replace(self.config.tools, prewarm_index=False))
         self.events.stage(task.id, "agent session")
         t0 = time.monotonic()
-        outcome = run_session(session_task, model, self.config, folder, image=image, secrets=self.secrets,
+        outcome = run_session(session_task, model, config, folder, image=image, secrets=self.secrets,
                               labels=self.labels, progress=lambda e: self._session_event(task.id, e))
         record.durations["session"] = round(time.monotonic() - t0, 3)
         record.turns = outcome.turns
