@@ -135,11 +135,20 @@ class SandboxService:
         self._starting: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         self._closed = False
-        # sessions' sandboxes started ahead (staged, started, baseline made); one whose folder changed since
-        # is replaced at `take`
-        self.pool: WarmPool[Workspace] = WarmPool(self._prepare, pool, lambda w: w.close(),
-                                                  is_fresh=lambda w: w.signature == self._signature(),
-                                                  report=self.say)
+        self.pool_size = pool
+        self.pool: WarmPool[Workspace] = self._make_pool(0)   # `begin` starts the real one
+
+    def _make_pool(self, size: int) -> WarmPool[Workspace]:
+        """Sessions' sandboxes started ahead (staged, started, baseline made); one whose folder changed
+        since is replaced at `take`."""
+        return WarmPool(self._prepare, size, lambda w: w.close(),
+                        is_fresh=lambda w: w.signature == self._signature(), report=self.say)
+
+    def begin(self) -> None:
+        """Start filling the warm pool: called once serving has begun (on stdio, after the protocol's
+        pipes were taken away from fds 0 and 1, so no child the pool starts inherits them)."""
+        if self.pool_size:
+            self.pool = self._make_pool(self.pool_size)
 
     # -- the MCP side --------------------------------------------------------------------------
     def mcp_tools(self) -> list[types.Tool]:
@@ -472,6 +481,7 @@ def serve_stdio(service: SandboxService) -> None:
 
     try:
         with _claimed_stdio() as (wire_in, wire_out):
+            service.begin()
             anyio.run(main, wire_in, wire_out)
     except (anyio.ClosedResourceError, BrokenPipeError):
         service.say("the client went away")
@@ -539,6 +549,7 @@ def serve_http(service: SandboxService, port: int, token: str, *, idle_seconds: 
     sweeper = threading.Thread(target=sweep, name="mcp-idle-sweeper", daemon=True)
     sweeper.start()
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    service.begin()
     if ready is not None:
         ready(bound)
     try:
