@@ -316,21 +316,24 @@ def test_structured_content_matches_the_declared_schema_for_every_outcome(projec
     anyio.run(session)
 
 
-def _wait_for_sandboxes(count: int, timeout: float = 60) -> list[Any]:
+def _wait_for_pooled(timeout: float = 60) -> set[str]:
+    """The ids of the sandboxes whose session is prepared: started, and /workspace made a git repository
+    (the last step of the baseline)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        found = [c for c in _sandboxes() if c.status == "running"]
-        if len(found) >= count:
-            return found
+        ready = {c.id for c in _sandboxes() if c.status == "running" and c.exec_run(
+            ["git", "-C", "/workspace", "rev-parse", "--verify", "-q", "HEAD"], user="1000:1000").exit_code == 0}
+        if ready:
+            time.sleep(0.5)                 # the host keeps the baseline, then the pool holds it
+            return ready
         time.sleep(0.2)
-    raise AssertionError(f"{count} pooled sandbox(es) did not start within {timeout}s")
+    raise AssertionError(f"no pooled sandbox was prepared within {timeout}s")
 
 
 def test_a_pooled_sandbox_serves_the_session_and_a_stale_one_is_replaced(project: Path, tmp_path: Path) -> None:
     async def session(change: bool) -> tuple[str, set[str]]:
         async with Client(_params(project, tmp_path, "--pool", "1")) as client:
-            pooled = {c.id for c in _wait_for_sandboxes(1)}
-            time.sleep(1.0)                                   # its baseline is made after the start
+            pooled = _wait_for_pooled()
             if change:
                 project.joinpath("added_meanwhile.py").write_text("X = 1\n")
             listing = _text(await client.call_tool("bash", {"command": "ls; echo served > marker"}))
