@@ -7,6 +7,7 @@ run's output so the run can be reproduced; `Config.from_dict()` rejects unknown 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -137,6 +138,7 @@ class Secrets:
     anthropic_api_key: str | None = None
     openai_api_key: str | None = None
     openai_base_url: str | None = None
+    mcp_token: str | None = None      # `harness mcp --http`'s bearer token, when the operator sets it
 
 
 def load(environ: Mapping[str, str] | None = None) -> tuple[Config, Secrets]:
@@ -150,10 +152,27 @@ def load(environ: Mapping[str, str] | None = None) -> tuple[Config, Secrets]:
     cfg = cfg.replace(approval=_approval_env(cfg.approval, env))
     if env.get("HARNESS_SANDBOX_BASE"):
         cfg = cfg.replace(sandbox=dataclasses.replace(cfg.sandbox, base=env["HARNESS_SANDBOX_BASE"]))
+    if env.get("HARNESS_MCP_SERVERS"):
+        cfg = cfg.replace(mcp=dataclasses.replace(cfg.mcp, servers=_mcp_servers(env["HARNESS_MCP_SERVERS"])))
     secrets = Secrets(anthropic_api_key=env.get("ANTHROPIC_API_KEY") or None,
                       openai_api_key=env.get("OPENAI_API_KEY") or None,
-                      openai_base_url=env.get("OPENAI_BASE_URL") or None)
+                      openai_base_url=env.get("OPENAI_BASE_URL") or None,
+                      mcp_token=env.get("HARNESS_MCP_TOKEN") or None)
     return cfg, secrets
+
+
+def _mcp_servers(text: str) -> dict[str, str]:
+    """HARNESS_MCP_SERVERS: a JSON object of server name -> command."""
+    example = 'HARNESS_MCP_SERVERS=\'{"time": ".venv/bin/python -m mcp_server_time"}\''
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"HARNESS_MCP_SERVERS is not JSON ({exc.msg}): {text[:200]!r}; expected an object of "
+                          f"name -> command, e.g. {example}") from exc
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise ConfigError(f"HARNESS_MCP_SERVERS must be a JSON object of name -> command (text), got {text[:200]!r}; "
+                          f"e.g. {example}")
+    return value
 
 
 _URL_WITH_PASSWORD = re.compile(r"[a-z+]+://[^/@]*:[^/@]*@")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 from pathlib import Path
@@ -45,7 +44,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    config = load()[0]
+    config, secrets = load()
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port {args.port} is not a TCP port; expected 0 to 65535, e.g. --port 8770")
     if not 0 <= args.pool <= 16:
@@ -60,7 +59,7 @@ def _run(args: argparse.Namespace) -> int:
         serve_stdio(service)
         return 0
     token_file = args.token_file or config.approval.state_dir / "mcp-token"
-    token = write_token(token_file, os.environ.get("HARNESS_MCP_TOKEN") or None)
+    token = write_token(token_file, secrets.mcp_token)
 
     def ready(port: int) -> None:
         print_safe(sys.stderr, f"harness mcp: serving {args.dir} on http://127.0.0.1:{port}/mcp; send "

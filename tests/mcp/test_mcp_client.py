@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from harness.approval.queue import ApprovalQueue
-from harness.config import ApprovalConfig, Config, LoopConfig, McpConfig
+from harness.config import ApprovalConfig, Config, LoopConfig, McpConfig, load
 from harness.core.task import Task, load_task
 from harness.errors import ConfigError
 from harness.mcp.client import McpServers, close_all, parse_server, result_text, server_spec, servers_for, tool_name
@@ -186,3 +186,13 @@ def test_servers_are_started_once_per_process_and_get_no_secrets(tmp_path: Path,
     assert result_text(first.call("probe", "echo", {"text": "x"})).startswith("echo: x")
     pids = subprocess.run(["pgrep", "-f", "probe_server.py"], capture_output=True, text=True).stdout.split()
     assert len(pids) >= 1
+
+
+def test_servers_and_the_token_come_from_the_environment_through_config_only() -> None:
+    config, secrets = load({"HARNESS_MCP_SERVERS": json.dumps({"time": TIME}), "HARNESS_MCP_TOKEN": "tok"})
+    assert config.mcp.servers == {"time": TIME} and secrets.mcp_token == "tok"
+    assert "tok" not in json.dumps(config.to_dict())
+    for bad in ("time=python -m x", '["python"]', '{"t": 1}'):
+        with pytest.raises(ConfigError, match="HARNESS_MCP_SERVERS") as caught:
+            load({"HARNESS_MCP_SERVERS": bad})
+        assert "mcp_server_time" in str(caught.value)
