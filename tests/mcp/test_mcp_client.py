@@ -189,9 +189,9 @@ def test_servers_are_started_once_per_process_and_get_no_secrets(tmp_path: Path,
 
 
 def test_servers_and_the_token_come_from_the_environment_through_config_only() -> None:
-    config, secrets = load({"HARNESS_MCP_SERVERS": json.dumps({"time": TIME}), "HARNESS_MCP_TOKEN": "tok"})
-    assert config.mcp.servers == {"time": TIME} and secrets.mcp_token == "tok"
-    assert "tok" not in json.dumps(config.to_dict())
+    config, secrets = load({"HARNESS_MCP_SERVERS": json.dumps({"time": TIME}), "HARNESS_MCP_TOKEN": "s3cr3t-mcp-token"})
+    assert config.mcp.servers == {"time": TIME} and secrets.mcp_token == "s3cr3t-mcp-token"
+    assert "s3cr3t-mcp-token" not in json.dumps(config.to_dict())
     for bad in ("time=python -m x", '["python"]', '{"t": 1}'):
         with pytest.raises(ConfigError, match="HARNESS_MCP_SERVERS") as caught:
             load({"HARNESS_MCP_SERVERS": bad})
