@@ -52,9 +52,12 @@ class Capture:
                 del self.tail[: len(self.tail) - self.tail_max]
         if self.save_path:
             self._save(chunk, before)
-        if self.error_re is not None and self.scanned < SCAN_MAX:
-            self.scanned += len(chunk)
-            self._scan(chunk)
+        room = SCAN_MAX - self.scanned if self.error_re is not None else 0
+        if room > 0:                      # the search stops at exactly SCAN_MAX, wherever reads end
+            part = chunk[:room]
+            self.scanned += len(part)
+            self._scan(part)
+            self.lines += chunk.count(b"\n", len(part))
         else:
             self.lines += chunk.count(b"\n")
 

@@ -60,7 +60,14 @@ def _text(result: types.CallToolResult) -> str:
 
 
 def _sandboxes(kind: str = "mcp") -> list[Any]:
-    return docker.from_env().containers.list(all=True, filters={"label": [f"harness.kind={kind}"]})
+    """The server's sandboxes now. Listing inspects each container; one removed meanwhile (a session
+    ending) makes it fail, so it is asked again."""
+    for _ in range(20):
+        try:
+            return docker.from_env().containers.list(all=True, filters={"label": [f"harness.kind={kind}"]})
+        except docker.errors.NotFound:
+            time.sleep(0.1)
+    raise AssertionError("the sandboxes could not be listed: containers kept vanishing while being listed")
 
 
 def _approve_when_pending(state: Path, found: list[Any], stop: threading.Event) -> None:
@@ -316,13 +323,22 @@ def test_structured_content_matches_the_declared_schema_for_every_outcome(projec
     anyio.run(session)
 
 
+def _run_in(container: Any, command: list[str]) -> tuple[int, bytes] | None:
+    """`command` in `container` as the agent, or None when the container went away meanwhile."""
+    try:
+        done = container.exec_run(command, user="1000:1000")
+    except docker.errors.APIError:
+        return None
+    return done.exit_code, done.output
+
+
 def _wait_for_pooled(timeout: float = 60) -> set[str]:
     """The ids of the sandboxes whose session is prepared: started, and /workspace made a git repository
     (the last step of the baseline)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        ready = {c.id for c in _sandboxes() if c.status == "running" and c.exec_run(
-            ["git", "-C", "/workspace", "rev-parse", "--verify", "-q", "HEAD"], user="1000:1000").exit_code == 0}
+        ready = {c.id for c in _sandboxes() if c.status == "running" and (_run_in(
+            c, ["git", "-C", "/workspace", "rev-parse", "--verify", "-q", "HEAD"]) or (1, b""))[0] == 0}
         if ready:
             time.sleep(0.5)                 # the host keeps the baseline, then the pool holds it
             return ready
@@ -338,7 +354,7 @@ def test_a_pooled_sandbox_serves_the_session_and_a_stale_one_is_replaced(project
                 project.joinpath("added_meanwhile.py").write_text("X = 1\n")
             listing = _text(await client.call_tool("bash", {"command": "ls; echo served > marker"}))
             served = {c.id for c in _sandboxes()
-                      if c.exec_run(["cat", "/workspace/marker"], user="1000:1000").output == b"served\n"}
+                      if (_run_in(c, ["cat", "/workspace/marker"]) or (1, b""))[1] == b"served\n"}
             return listing, pooled & served
 
     listing, pooled_served = anyio.run(session, False)

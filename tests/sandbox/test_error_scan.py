@@ -63,17 +63,18 @@ def test_the_word_list_is_read_from_the_pattern() -> None:
     assert pattern_keywords(b"plain") is None
 
 
+@pytest.mark.parametrize("chunk", [65536, 100_003, 1 << 20])
 def test_beyond_the_scan_budget_only_newlines_are_counted_but_the_tail_is_still_searched(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
     monkeypatch.setattr(capture, "SCAN_MAX", 1 << 20)
     early = b"ok\n" * 1000 + b"ERROR: early\n"
     middle = b"harness benchmark line\n" * 200_000 + b"ERROR: lost in the middle\n" + b"fine\n" * 100_000
     late = b"more\n" * 10 + b"Traceback (most recent call last):\nE   assert 1 == 2\nend"
     data = early + middle + late
-    got = _scan(data)
+    got = _scan(data, chunk=chunk)
     lines = data.split(b"\n")
     assert got.total_lines == len(lines) and got.total_bytes == len(data)
-    assert 1 << 20 <= got.scanned_bytes < (1 << 20) + 65536
+    assert got.scanned_bytes == 1 << 20          # exactly the budget, wherever the reads ended
     found = {(n, t) for n, t in got.error_lines}
     assert (1001, b"ERROR: early") in found
     assert (len(lines) - 2, b"Traceback (most recent call last):") in found
