@@ -29,7 +29,7 @@ from harness.evaluation.options import EvalOptions
 from harness.evaluation.progress import LineEvents, LiveEvents, repository_summary, summary_table
 from harness.evaluation.ray_backend import check_address, import_ray
 from harness.evaluation.runner import run_evaluation
-from harness.mcp.client import servers_for
+from harness.mcp.specs import start_servers
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -88,7 +88,7 @@ def _run(args: argparse.Namespace) -> int:
     tasks = _tasks(args)
     predictions = _predictions(args, tasks)
     if predictions is None:
-        servers_for(config, say=stderr_progress())   # --mcp servers started now: a broken one fails here
+        start_servers(config, say=stderr_progress())   # --mcp servers started now: a broken one fails here
     if predictions is None and not args.model:
         raise ConfigError("harness eval needs --model SPEC (e.g. --model gold, --model anthropic:MODEL) or "
                           "--predictions FILE")

@@ -10,7 +10,7 @@ from pathlib import Path
 from harness.cli.common import print_safe, stderr_progress
 from harness.config import APPROVAL_MODES, load
 from harness.errors import ConfigError
-from harness.mcp.server import IDLE_SECONDS, SandboxService, serve_http, serve_stdio, write_token
+from harness.mcp.specs import IDLE_SECONDS
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -52,6 +52,7 @@ def _run(args: argparse.Namespace) -> int:
                           "--pool 2")
     if not re.fullmatch(r"3\.\d{1,2}", args.python):
         raise ConfigError(f"--python {args.python!r} is not a Python version; expected 3.X, e.g. --python 3.11")
+    from harness.mcp.server import SandboxService, serve_http, serve_stdio, write_token  # noqa: PLC0415 - SDK: see specs.py
     say = stderr_progress("harness mcp")
     service = SandboxService(args.dir, config, approve=args.approve or "ask", python=args.python,
                              include=tuple(args.include), say=say, pool=args.pool)

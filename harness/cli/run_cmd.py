@@ -28,7 +28,7 @@ from harness.core.task import Task, load_task
 from harness.errors import ConfigError, TaskError
 from harness.inplace import RepoTask, read_problem, repo_task, selection_lines, write_base
 from harness.loop import StepEvent, StopReason
-from harness.mcp.client import parse_server, servers_for
+from harness.mcp.specs import parse_server, start_servers
 from harness.models.factory import make_model, resolve_auto
 from harness.session import SessionOutcome, run_session, session_image
 from sandbox.text import escape_ident
@@ -147,7 +147,7 @@ def _run(args: argparse.Namespace) -> int:
     config = apply_options(config, args)
     config = apply_budgets(config.replace(model=dataclasses.replace(
         config.model, spec=resolve_auto(config.model.spec, config, secrets))), args)
-    servers_for(config, say=stderr_progress())     # --mcp servers started now: a broken one fails the run here
+    start_servers(config, say=stderr_progress())     # --mcp servers started now: a broken one fails the run here
     repo = _repo_task(args)
     task = repo.task if repo is not None else find_task(args.task)
     try:

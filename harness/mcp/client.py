@@ -1,11 +1,13 @@
 """MCP servers as tools of the agent loop, behind the approval gate (`--mcp NAME=COMMAND`).
 
-    parse_server("NAME=COMMAND")     a `ServerSpec`, or a ConfigError saying what is wrong
+    specs.parse_server("N=CMD")      a `ServerSpec`, or a ConfigError saying what is wrong (no SDK needed)
     McpServers(specs, ...)           starts each server (stdio, the official SDK's client) on a background
                                      event loop, lists its tools, and calls them with a timeout
     servers_for(config)              the process's connections for `config.mcp` (started once, closed
                                      at exit), shared by every session of a run or an evaluation
-    mcp_actions(config)              one `OutboundAction` per server tool, named `mcp_<server>_<tool>`
+    McpServers.actions()             one `OutboundAction` per server tool, named `mcp_<server>_<tool>`
+                                     (`harness.mcp.specs.mcp_actions(config)`: the same, and nothing
+                                     imported when no server is configured)
 
 A call to an external server leaves the sandbox: each is an outbound action, so it is previewed
 (server, tool, arguments, escaped), decided by a policy rule (`tool = "mcp_time_*"`, or
@@ -21,7 +23,6 @@ from __future__ import annotations
 import atexit
 import json
 import math
-import re
 import shlex
 import threading
 from collections.abc import Callable
@@ -43,47 +44,14 @@ from mcp.client.stdio import stdio_client
 from harness import checks
 from harness.config import Config
 from harness.errors import ConfigError, ToolError
+from harness.mcp.specs import EXAMPLE, ServerSpec, server_spec, tool_name
 from harness.tools.base import ToolContext
 from harness.tools.outbound.action import OutboundAction, Prepared
 from harness.tools.outbound.preview import field_lines, safe_ident
 from sandbox.text import safe_text
 
-NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
-EXAMPLE = "--mcp time='.venv/bin/python -m mcp_server_time'"
 MAX_RESULT_CHARS = 100_000
 MAX_DESCRIPTION_CHARS = 2000
-
-
-@dataclass(frozen=True)
-class ServerSpec:
-    name: str
-    command: tuple[str, ...]
-
-
-def parse_server(text: str, where: str = "--mcp") -> ServerSpec:
-    name, sep, command = text.partition("=")
-    if not sep or not command.strip():
-        raise ConfigError(f"{where} {text!r} is not NAME=COMMAND; e.g. {EXAMPLE}")
-    return server_spec(name.strip(), command, where)
-
-
-def server_spec(name: str, command: str, where: str = "mcp.servers") -> ServerSpec:
-    if not NAME.fullmatch(name):
-        raise ConfigError(f"{where}: server name {name!r} is not a name; expected a letter then up to 31 letters, "
-                          f"digits, '_' or '-', e.g. {EXAMPLE}")
-    try:
-        words = tuple(shlex.split(command))
-    except ValueError as exc:
-        raise ConfigError(f"{where}: the command of server {name!r} cannot be split into words ({exc}): "
-                          f"{command!r}; e.g. {EXAMPLE}") from exc
-    if not words:
-        raise ConfigError(f"{where}: server {name!r} has an empty command; e.g. {EXAMPLE}")
-    return ServerSpec(name, words)
-
-
-def tool_name(server: str, tool: str) -> str:
-    """The name the model calls: `mcp_<server>_<tool>`, in the characters every provider accepts."""
-    return re.sub(r"[^A-Za-z0-9_-]", "_", f"mcp_{server}_{tool}")[:64]
 
 
 @dataclass
@@ -305,11 +273,6 @@ def servers_for(config: Config, say: Callable[[str], None] = lambda _m: None) ->
                                say=say).start()
             _PROCESS[key] = found
         return found
-
-
-def mcp_actions(config: Config) -> list[OutboundAction]:
-    servers = servers_for(config)
-    return servers.actions() if servers is not None else []
 
 
 @atexit.register

@@ -55,6 +55,7 @@ from harness.core.apply import PatchConflict, apply_to_tree, load_run
 from harness.core.project import select_files
 from harness.errors import HarnessError, TaskError, ToolArgumentsError, ToolError
 from harness.inplace import RepoTask, repo_task, selection_lines, write_base
+from harness.mcp.specs import IDLE_SECONDS
 from harness.messages import ToolResult, ToolUse
 from harness.session import session_image
 from harness.tools.base import Effect, Observation, Tool, ToolContext
@@ -74,7 +75,6 @@ STDIO_SESSION = "stdio"
 SHARED_SESSION = "shared"
 SESSION_HEADER = "harness-session"
 PROBLEM = "(an MCP client's session: no problem statement)"
-IDLE_SECONDS = 1800.0
 
 PATCH_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -19,7 +19,8 @@ from harness.approval.queue import ApprovalQueue
 from harness.config import ApprovalConfig, Config, LoopConfig, McpConfig, load
 from harness.core.task import Task, load_task
 from harness.errors import ConfigError
-from harness.mcp.client import McpServers, close_all, parse_server, result_text, server_spec, servers_for, tool_name
+from harness.mcp.client import McpServers, close_all, result_text, servers_for
+from harness.mcp.specs import parse_server, server_spec, tool_name
 from harness.messages import ToolResult
 from harness.models.scripted import ScriptedModel
 from harness.session import run_session

@@ -1,0 +1,72 @@
+"""What can be known of MCP servers without the SDK: their specs (`--mcp NAME=COMMAND`), the names their
+tools get, and the entry points that import the SDK only when servers are configured (importing it
+costs about half a second, which every `harness` command would otherwise pay at start)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from harness.config import Config
+from harness.errors import ConfigError
+
+if TYPE_CHECKING:
+    from harness.tools.outbound.action import OutboundAction
+
+IDLE_SECONDS = 1800.0
+"""`harness mcp --http`: a session's sandbox is removed after this long without a call."""
+
+NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
+EXAMPLE = "--mcp time='.venv/bin/python -m mcp_server_time'"
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    name: str
+    command: tuple[str, ...]
+
+
+def parse_server(text: str, where: str = "--mcp") -> ServerSpec:
+    name, sep, command = text.partition("=")
+    if not sep or not command.strip():
+        raise ConfigError(f"{where} {text!r} is not NAME=COMMAND; e.g. {EXAMPLE}")
+    return server_spec(name.strip(), command, where)
+
+
+def server_spec(name: str, command: str, where: str = "mcp.servers") -> ServerSpec:
+    if not NAME.fullmatch(name):
+        raise ConfigError(f"{where}: server name {name!r} is not a name; expected a letter then up to 31 letters, "
+                          f"digits, '_' or '-', e.g. {EXAMPLE}")
+    try:
+        words = tuple(shlex.split(command))
+    except ValueError as exc:
+        raise ConfigError(f"{where}: the command of server {name!r} cannot be split into words ({exc}): "
+                          f"{command!r}; e.g. {EXAMPLE}") from exc
+    if not words:
+        raise ConfigError(f"{where}: server {name!r} has an empty command; e.g. {EXAMPLE}")
+    return ServerSpec(name, words)
+
+
+def tool_name(server: str, tool: str) -> str:
+    """The name the model calls: `mcp_<server>_<tool>`, in the characters every provider accepts."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", f"mcp_{server}_{tool}")[:64]
+
+
+def start_servers(config: Config, say: Callable[[str], None] = lambda _m: None) -> None:
+    """Start `config.mcp`'s servers now (once per process), so that one that cannot start fails the run
+    before any work; nothing is imported when there are none."""
+    if config.mcp.servers:
+        from harness.mcp.client import servers_for  # noqa: PLC0415 - the SDK is imported only when used
+        servers_for(config, say)
+
+
+def mcp_actions(config: Config) -> list[OutboundAction]:
+    """One outbound action per tool of `config.mcp`'s servers (started on first use); [] without servers."""
+    if not config.mcp.servers:
+        return []
+    from harness.mcp.client import servers_for  # noqa: PLC0415 - the SDK is imported only when used
+    servers = servers_for(config)
+    return servers.actions() if servers is not None else []
