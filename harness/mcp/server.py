@@ -277,10 +277,6 @@ class SandboxService:
             except Exception as exc:  # noqa: BLE001 - remove the others; the reaper catches what is left
                 self.say(f"could not remove sandbox {workspace.ctx.session}: {exc}")
 
-    def sessions(self) -> list[str]:
-        with self._guard:
-            return list(self._sessions)
-
     def _of(self, ctx: ToolContext) -> Workspace:
         with self._guard:
             for workspace in self._sessions.values():
