@@ -151,8 +151,11 @@ class AgentLoop:
             seconds = time.monotonic() - started
             self.tool_seconds += seconds
             results.append(result)
-            timings.append({"id": call.id, "name": call.name, "seconds": round(seconds, 3),
-                            "is_error": result.is_error})
+            timing: dict[str, Any] = {"id": call.id, "name": call.name, "seconds": round(seconds, 3),
+                                      "is_error": result.is_error}
+            if result.details is not None:
+                timing["details"] = result.details      # e.g. bash: exit code, duration, stream sizes
+            timings.append(timing)
             self._emit(StepEvent("tool", self.turns, self._elapsed(), tool=call.name, is_error=result.is_error))
         self._append(Message("user", tuple(results)), {"turn": self.turns, "tools": timings})
         if failure is not None:

@@ -24,8 +24,8 @@ from typing import Any
 from harness.approval.console import describe
 from harness.approval.queue import ApprovalQueue
 from harness.approval.records import STATUSES, DecisionRefused, UnknownRequest
-from harness.approval.web import make_server
 from harness.cli.common import EXIT_FAILED, EXIT_NOT_CONFIRMED, EXIT_USAGE
+from harness.cli.web_cmd import add_server_options, serve_console
 from harness.config import load
 from harness.errors import ApprovalError
 from harness.tools.outbound.preview import gutter, safe_ident, safe_text
@@ -54,12 +54,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         d.add_argument("--reason", default="", help="why (a denial's reason is passed to the model)")
         d.add_argument("--by", default=f"cli:{getpass.getuser()}", help="who decides (recorded)")
         d.add_argument("--json", action="store_true")
-    serve = cmds.add_parser("serve", help="the web page: pending requests with approve/deny, and history")
-    serve.add_argument("--host", help="bind address (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port (default 8765; 0 picks a free one)")
-    serve.add_argument("--token", help="access token (default: a new random one, printed in the URL)")
-    serve.add_argument("--allow-host", action="append", default=[],
-                       help="extra Host header value accepted, e.g. approvals.example:8765")
+    serve = cmds.add_parser("serve", help="the web console opened on its approvals view (same as `harness web`): "
+                                          "pending requests with approve/deny, and history")
+    add_server_options(serve, default_port_help="8765")
     ex = cmds.add_parser("export", help="the audit log of every decision and execution")
     ex.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
     ex.add_argument("--output", "-o", type=Path, help="file to write (default: standard output)")
@@ -87,16 +84,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _serve(queue: ApprovalQueue, args: argparse.Namespace, host: str, port: int) -> int:
-    server = make_server(queue, args.host or host, port if args.port is None else args.port,
-                         args.token, args.allow_host)
-    print(f"approvals page: {server.url}", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return 0
+    return serve_console(queue, args, [], host, port, landing="approvals", label="approvals page")
 
 
 def _when(ts: float | None) -> str:

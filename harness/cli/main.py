@@ -20,7 +20,7 @@ from harness.cli.common import EXIT_BROKEN_PIPE, EXIT_INFRA, EXIT_INTERRUPTED, E
 from harness.errors import ConfigError, HarnessError, TaskError, UnsafePathError
 from sandbox.errors import DockerUnavailable, SandboxError
 
-SUBCOMMANDS = ["demo", "run", "apply", "exec", "shell", "sandbox", "tools", "approvals", "tasks", "eval", "mcp"]
+SUBCOMMANDS = ["demo", "run", "apply", "exec", "shell", "sandbox", "tools", "approvals", "tasks", "eval", "mcp", "web"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,244 @@
+"""The web console as an ASGI app (Starlette): runs, trajectories, evaluation reports and approvals.
+
+Protection, in order, on every request (`Guard`, before any route):
+
+1. Host: the Host header must name this server (a DNS-rebinding page gets 421).
+2. Sign-in: a random token, given once in the URL the command prints (`/?token=...`), becomes an
+   HttpOnly SameSite=Strict cookie; every page and API call but the static assets needs it (401).
+3. Writes: a POST also needs the page's CSRF token (`X-CSRF-Token`), a JSON body, and an Origin
+   header equal to this server's origin (403).
+4. Every response carries a strict Content-Security-Policy (`script-src 'self'`, nothing from
+   outside, no inline script or style), `X-Frame-Options: DENY`, `nosniff`, `no-referrer` and
+   `no-store`.
+
+The server binds to 127.0.0.1 unless told otherwise. Every string a view sends was escaped on the
+server (`harness.web.runs.safe_tree`, `safe_text`); the page builds its elements with textContent
+only, so what a model wrote is never parsed as markup. Assets (script, styles) are served from the
+package's `static/` folder; nothing is loaded from anywhere else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from harness.approval.queue import ApprovalQueue
+from harness.approval.records import Request as ApprovalRequest
+from harness.approval.records import UnknownRequest
+from harness.errors import ApprovalError
+from harness.tools.outbound.preview import safe_ident, safe_text
+from harness.web import runs
+from harness.web.runs import NotFound, Roots, Trajectories
+
+STATIC = Path(__file__).with_name("static")
+TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
+COOKIE = "harness_approvals"
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+       "font-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+SECURITY_HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-frame-options", b"DENY"),
+                    (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"),
+                    (b"cache-control", b"no-store")]
+VIEWS = ("runs", "approvals")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+@dataclass
+class Console:
+    """What the app serves and how it checks requests: the approvals queue (None: no approvals view),
+    the run roots, the sign-in token, the Host values accepted and the view `/` opens on."""
+    queue: ApprovalQueue | None
+    roots: Roots
+    token: str
+    allowed_hosts: set[str]
+    landing: str = "runs"
+    trajectories: Trajectories = field(default_factory=Trajectories)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def csrf(self) -> str:
+        return hmac.new(self.token.encode(), b"csrf", hashlib.sha256).hexdigest()
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status)
+
+
+class Guard:
+    """Host check, sign-in and CSRF/Origin checks in front of every route, and the security headers on
+    every response (errors included). Pure ASGI, so nothing reaches a route it refused."""
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], console: Console) -> None:
+        self.app, self.console = app, console
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def secured(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [h for h in message.get("headers", [])
+                                      if h[0].lower() != b"cache-control"] + SECURITY_HEADERS
+            await send(message)
+
+        refusal = self.refuse(scope)
+        await (refusal(scope, receive, secured) if refusal is not None else self.app(scope, receive, secured))
+
+    def refuse(self, scope: Scope) -> Response | None:
+        console, headers = self.console, Headers(scope=scope)
+        host = headers.get("host", "")
+        if host not in console.allowed_hosts:
+            return _error(421, f"Host {host!r} is not this server; open the URL printed by `harness web`")
+        path, query = scope["path"], scope.get("query_string", b"").decode("latin-1")
+        if path == "/" and "token=" in query:
+            return self.sign_in(query)
+        if path.startswith("/static/"):
+            return None
+        if not self.signed_in(headers):
+            return _error(401, "not signed in: open the URL printed by `harness web` or `harness approvals serve` "
+                               "(it carries ?token=...)")
+        if scope["method"] not in ("GET", "HEAD"):
+            origin = headers.get("origin", "")
+            if origin != f"http://{host}":
+                return _error(403, f"cross-site request refused: Origin {origin!r} is not this page")
+            if not hmac.compare_digest(headers.get("x-csrf-token", "").encode(), console.csrf.encode()):
+                return _error(403, "missing or wrong X-CSRF-Token; reload the page")
+            if headers.get("content-type") != "application/json":
+                return _error(400, "a POST carries a JSON body (Content-Type: application/json)")
+        return None
+
+    def sign_in(self, query: str) -> Response:
+        token = next((v for k, _, v in (p.partition("=") for p in query.split("&")) if k == "token"), "")
+        if not hmac.compare_digest(token.encode(), self.console.token.encode()):
+            return _error(403, "wrong token; use the URL printed by `harness web` or `harness approvals serve`")
+        response = Response(status_code=303, headers={"Location": "/"})
+        response.set_cookie(COOKIE, self.console.token, httponly=True, samesite="strict", path="/")
+        return response
+
+    def signed_in(self, headers: Headers) -> bool:
+        value = ""
+        for part in headers.get("cookie", "").split(";"):
+            name, _, got = part.strip().partition("=")
+            if name == COOKIE:
+                value = got
+        return hmac.compare_digest(value.encode(), self.console.token.encode())
+
+
+# ---------------------------------------------------------------- approvals
+
+
+def request_view(r: ApprovalRequest) -> dict[str, Any]:
+    """A request as the page shows it: every string made safe, the result cut to its head."""
+    result = r.result if r.result is None or len(r.result) <= 4000 else r.result[:4000] + "\n[... cut]"
+    return {"id": r.id, "tool": safe_ident(r.tool), "key": safe_ident(r.key), "session": safe_ident(r.session),
+            "status": safe_ident(r.shown_status), "preview": safe_text(r.preview), "hash": safe_ident(r.request_hash),
+            "created_at": r.created_at, "decided_at": r.decided_at, "decided_by": safe_text(r.decided_by or ""),
+            "reason": safe_text(r.reason or ""), "rule": safe_text(r.rule or ""),
+            "result": None if result is None else safe_text(result)}
+
+
+def make_app(console: Console) -> Starlette:
+    """The console's ASGI app, `Guard` in front."""
+
+    def queue() -> ApprovalQueue:
+        if console.queue is None:
+            raise NotFound("this server shows no approvals")
+        return console.queue
+
+    def page(_: Request) -> Response:
+        html = (STATIC / "index.html").read_text(encoding="utf-8")
+        html = html.replace("{{CSRF}}", console.csrf).replace("{{LANDING}}", console.landing)
+        return Response(html, media_type="text/html; charset=utf-8")
+
+    assets = {p.relative_to(STATIC).as_posix(): p for p in STATIC.rglob("*")
+              if p.is_file() and p.suffix in TYPES}
+
+    def asset(request: Request) -> Response:
+        name = str(request.path_params["name"])
+        if name not in assets:
+            return _error(404, f"no asset {safe_text(name)!r}")
+        return Response(assets[name].read_bytes(), media_type=TYPES[assets[name].suffix])
+
+    def state(_: Request) -> dict[str, Any]:
+        with console.lock:
+            q = queue()
+            return {"version": q.version(),
+                    "pending": [request_view(r) for r in reversed(q.requests(("pending",)))],
+                    "history": [request_view(r) for r in q.requests() if r.status != "pending"][:100]}
+
+    async def decide(request: Request) -> Response:
+        try:
+            body = json.loads((await request.body())[:65536])
+            approve = {"approve": True, "deny": False}[body["decision"]]
+            request_id, reason, seen = int(body["id"]), str(body.get("reason", ""))[:2000], str(body["hash"])
+        except (ValueError, KeyError, TypeError) as exc:
+            return _error(400, f"bad decision body ({exc}); expected "
+                               '{"id": 3, "decision": "approve", "reason": "", "hash": "..."}')
+        who = f"web:{request.client.host if request.client else '?'}"
+        try:
+            with console.lock:
+                decided = queue().decide(request_id, approve, who, reason, seen_hash=seen)
+        except UnknownRequest as exc:
+            return _error(404, str(exc))
+        except ApprovalError as exc:
+            return _error(409, str(exc))
+        return JSONResponse(request_view(decided))
+
+    def param(request: Request, name: str) -> str:
+        value = request.query_params.get(name)
+        if value is None:
+            raise NotFound(f"missing ?{name}=...; e.g. /api/run?ref=0/demo-20261201-101500")
+        return value
+
+    def number(request: Request, name: str, default: int) -> int:
+        value = request.query_params.get(name, str(default))
+        if not value.isdigit():
+            raise NotFound(f"?{name}={safe_text(value)!r} is not a number; expected e.g. ?{name}=0")
+        return int(value)
+
+    def api(view: Callable[[Request], Any]) -> Callable[[Request], Response]:
+        def endpoint(request: Request) -> Response:
+            try:
+                return JSONResponse(view(request))
+            except NotFound as exc:
+                return _error(404, safe_text(str(exc)))
+        return endpoint
+
+    routes = [
+        Route("/", page),
+        Route("/static/{name:path}", asset),
+        Route("/api/state", api(state)),
+        Route("/api/decide", decide, methods=["POST"]),
+        Route("/api/runs", api(lambda r: {"runs": runs.list_runs(console.roots),
+                                          "roots": [safe_text(str(p)) for p in console.roots.paths]})),
+        Route("/api/run", api(lambda r: runs.run_view(console.roots, param(r, "ref")))),
+        Route("/api/steps", api(lambda r: runs.steps_view(console.roots, console.trajectories, param(r, "ref"),
+                                                          number(r, "start", 0), number(r, "limit", runs.STEP_PAGE)))),
+        Route("/api/block", api(lambda r: runs.block_view(console.roots, console.trajectories, param(r, "ref"),
+                                                          number(r, "line", 0), number(r, "block", 0)))),
+        Route("/api/eval", api(lambda r: runs.eval_view(console.roots, param(r, "ref")))),
+        Route("/api/compare", api(lambda r: runs.compare_view(console.roots, param(r, "a"), param(r, "b")))),
+    ]
+
+    async def not_found(request: Request, _exc: Exception) -> Response:
+        return _error(404, f"no page {safe_text(request.url.path)!r}; the console is /")
+
+    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
+    app.add_middleware(Guard, console=console)
+    return app

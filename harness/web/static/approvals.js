@@ -1,0 +1,98 @@
+// The approvals view: polls /api/state and updates without reloading. Decisions carry the CSRF token
+// and the hash of the request as shown, so a request that changed cannot be approved by mistake.
+"use strict";
+
+import {el, getJSON, postJSON, setStatus, when} from "./dom.js";
+
+export function pendingBadge() {
+  const badge = document.getElementById("pending-badge");
+  async function tick() {
+    try {
+      const state = await getJSON("/api/state");
+      badge.textContent = String(state.pending.length);
+      badge.hidden = state.pending.length === 0;
+    } catch (err) { /* the view in front says so */ }
+  }
+  tick();
+  setInterval(tick, 3000);
+}
+
+export function approvalsView(main) {
+  let version = -1;
+  const pending = el("div", {id: "pending"});
+  const body = el("tbody");
+  main.append(
+    el("p", {class: "hint", text: "Each request below would leave the sandbox. It runs once, from the host, only " +
+      "if you approve it. Text written by the model is shown inside the framed boxes, with invisible and " +
+      "control characters made visible; the buttons are never part of it."}),
+    el("section", {},
+       el("h2", {}, "Pending ", el("span", {id: "pending-count", text: "0"})),
+       el("p", {id: "no-pending", class: "empty", text: "Nothing is waiting."}),
+       pending),
+    el("section", {},
+       el("h2", {text: "History"}),
+       el("table", {id: "history"},
+          el("thead", {}, el("tr", {}, ...["#", "tool", "key", "status", "decided by", "reason / rule", "result"]
+            .map(h => el("th", {text: h})))),
+          body)));
+
+  async function decide(request, decision, reasonInput, errorLine) {
+    errorLine.textContent = "";
+    const {ok, data} = await postJSON("/api/decide",
+      {id: request.id, decision, reason: reasonInput.value, hash: request.hash});
+    if (!ok) { errorLine.textContent = data.error; return; }
+    await refresh();
+  }
+
+  function card(request) {
+    const reason = el("input", {type: "text", "data-role": "reason",
+                                placeholder: "reason (optional; a denial's reason is passed to the model)"});
+    const errorLine = el("div", {class: "error-line"});
+    return el("article", {class: "request", id: "request-" + request.id, "data-id": String(request.id)},
+      el("h3", {text: "#" + request.id + "  " + request.tool}),
+      el("div", {class: "meta", text: "session " + request.session + " · key " + request.key + " · asked " +
+                                     when(request.created_at) + " · hash " + request.hash.slice(0, 12)}),
+      el("div", {class: "preview-frame"},
+         el("div", {class: "preview-label", text: "what will run if you approve (written by the model)"}),
+         el("pre", {class: "preview", text: request.preview})),
+      el("div", {class: "actions"}, reason,
+         el("button", {class: "approve", "data-role": "approve", text: "Approve #" + request.id,
+                       onclick: () => decide(request, "approve", reason, errorLine)}),
+         el("button", {class: "deny", "data-role": "deny", text: "Deny #" + request.id,
+                       onclick: () => decide(request, "deny", reason, errorLine)})),
+      errorLine);
+  }
+
+  function render(state) {
+    const wanted = new Set(state.pending.map(r => "request-" + r.id));
+    for (const node of Array.from(pending.children)) if (!wanted.has(node.id)) node.remove();
+    for (const request of state.pending) {
+      if (!document.getElementById("request-" + request.id)) pending.appendChild(card(request));
+    }
+    document.getElementById("pending-count").textContent = String(state.pending.length);
+    document.getElementById("no-pending").hidden = state.pending.length > 0;
+    body.replaceChildren(...state.history.map(r => el("tr", {id: "history-" + r.id, "data-status": r.status},
+      el("td", {text: String(r.id)}), el("td", {text: r.tool}), el("td", {text: r.key}),
+      el("td", {class: "status-cell", text: r.status}),
+      el("td", {text: r.decided_by + " " + when(r.decided_at)}),
+      el("td", {text: r.reason + (r.rule ? " (rule " + r.rule + ")" : "")}),
+      el("td", {}, el("pre", {text: r.result === null ? "" : r.result})))));
+  }
+
+  async function refresh() {
+    try {
+      const state = await getJSON("/api/state");
+      if (state.version !== version) {
+        version = state.version;
+        render(state);
+      }
+      setStatus("live · updated " + new Date().toLocaleTimeString(), false);
+    } catch (err) {
+      setStatus(String(err.message || err), true);
+    }
+  }
+
+  refresh();
+  const timer = setInterval(refresh, 1000);
+  return () => clearInterval(timer);
+}

@@ -1,0 +1,187 @@
+// An evaluation's report: totals, the per-instance table with status filters and a search, bars of
+// the statuses per repository, the distribution of instance times, and a comparison with another
+// evaluation (which instances flipped).
+"use strict";
+
+import {count, el, getJSON, link, money, q, seconds, setStatus, svg} from "./dom.js";
+
+const STATUSES = ["resolved", "unresolved", "patch_failed", "empty_patch", "error", "unsupported", "incomplete"];
+
+export function evalView(main, params) {
+  const ref = params.get("ref") || "";
+  (async () => {
+    try {
+      const [data, list] = await Promise.all([getJSON("/api/eval?" + q({ref})), getJSON("/api/runs")]);
+      render(main, data, ref, list.runs.filter(r => r.kind === "eval" && r.ref !== ref));
+      setStatus("report read " + new Date().toLocaleTimeString(), false);
+    } catch (err) {
+      main.replaceChildren(el("p", {class: "error-line", text: String(err.message || err)}));
+      setStatus(String(err.message || err), true);
+    }
+  })();
+  return () => {};
+}
+
+function render(main, data, ref, others) {
+  const totals = data.totals;
+  const present = STATUSES.filter(s => data.instances.some(r => r.status === s));
+  const boxes = present.map(s => el("label", {class: "chip s-" + s},
+    el("input", {type: "checkbox", checked: true, "data-status": s}),
+    " " + s + " (" + data.instances.filter(r => r.status === s).length + ")"));
+  const search = el("input", {type: "search", id: "eval-search", placeholder: "instance or repository…"});
+  const body = el("tbody");
+  const shown = el("span", {id: "eval-count"});
+  const compare = el("select", {id: "compare-with"}, el("option", {value: "", text: "compare with…"}),
+                     ...others.map(o => el("option", {value: o.ref, text: o.name + " (" + (o.model || "?") + ")"})));
+  compare.addEventListener("change", () => {
+    if (compare.value) location.hash = "#/compare?" + q({a: ref, b: compare.value});
+  });
+
+  function filter() {
+    const wanted = new Set(boxes.map(b => b.querySelector("input")).filter(i => i.checked).map(i => i.dataset.status));
+    const text = search.value.trim().toLowerCase();
+    const rows = data.instances.filter(r => wanted.has(r.status) &&
+      (!text || r.instance_id.toLowerCase().includes(text) || String(r.repo).toLowerCase().includes(text)));
+    body.replaceChildren(...rows.map(r => el("tr", {"data-status": r.status, "data-instance": r.instance_id},
+      el("td", {}, r.run ? link("#/run?" + q({ref: r.run}), r.instance_id) : r.instance_id),
+      el("td", {class: "status s-" + r.status, text: r.status + (r.flaky ? " (flaky)" : "")}),
+      el("td", {text: r.repo}),
+      el("td", {text: seconds(r.duration)}),
+      el("td", {text: count(r.turns)}),
+      el("td", {text: money(r.cost_usd)}),
+      el("td", {text: r.stop_reason || "-"}),
+      el("td", {class: "error-cell", text: r.error || ""}))));
+    shown.textContent = rows.length + " of " + data.instances.length + " shown";
+  }
+  for (const b of boxes) b.querySelector("input").addEventListener("change", filter);
+  search.addEventListener("input", filter);
+
+  main.replaceChildren(
+    el("h1", {}, "Evaluation ", el("span", {class: "mono", text: data.summary.name})),
+    el("p", {}, el("strong", {text: data.model || "?"}), " · ",
+       (totals.resolved_instances ?? 0) + " of " + (totals.total_instances ?? 0) + " resolved · " +
+       (totals.error_instances ?? 0) + " errors · " + (totals.unsupported_instances ?? 0) + " unsupported · " +
+       (totals.incomplete_instances ?? 0) + " incomplete · " + seconds(data.summary.seconds) + " of instance time · " +
+       money(data.summary.cost_usd), " ", compare),
+    el("div", {class: "charts"},
+       el("figure", {}, el("figcaption", {text: "statuses per repository"}), repoBars(data.repositories, present)),
+       el("figure", {}, el("figcaption", {text: "instance times"}), histogram(data.instances.map(r => r.duration)
+                                                                             .filter(d => typeof d === "number")))),
+    el("div", {class: "filters", id: "eval-filters"}, ...boxes, search, shown),
+    el("table", {id: "eval-table", class: "list"},
+       el("thead", {}, el("tr", {}, ...["instance", "status", "repository", "time", "turns", "cost", "stop reason",
+                                        "error"].map(h => el("th", {text: h})))),
+       body));
+  filter();
+}
+
+function repoBars(repositories, statuses) {
+  const names = Object.keys(repositories);
+  const most = Math.max(1, ...names.map(n => Object.values(repositories[n]).reduce((a, b) => a + b, 0)));
+  const width = 640, label = 200, rowHeight = 22;
+  const chart = svg("svg", {id: "repo-bars", class: "chart", width, height: names.length * rowHeight + 24,
+                            viewBox: "0 0 " + width + " " + (names.length * rowHeight + 24), role: "img"});
+  names.forEach((name, i) => {
+    const y = i * rowHeight;
+    const text = svg("text", {x: 0, y: y + 15, class: "axis"});
+    text.textContent = name;
+    chart.appendChild(text);
+    let x = label;
+    for (const status of statuses) {
+      const n = repositories[name][status] || 0;
+      if (!n) continue;
+      const w = (width - label - 40) * n / most;
+      const rect = svg("rect", {x, y: y + 3, width: Math.max(w, 1), height: rowHeight - 6, class: "s-" + status,
+                                "data-repo": name, "data-status": status});
+      const tip = svg("title");
+      tip.textContent = name + ": " + n + " " + status;
+      rect.appendChild(tip);
+      chart.appendChild(rect);
+      x += w;
+    }
+    const total = svg("text", {x: x + 4, y: y + 15, class: "axis"});
+    total.textContent = String(Object.values(repositories[name]).reduce((a, b) => a + b, 0));
+    chart.appendChild(total);
+  });
+  const legendY = names.length * rowHeight + 16;
+  let lx = 0;
+  for (const status of statuses) {
+    chart.appendChild(svg("rect", {x: lx, y: legendY - 9, width: 10, height: 10, class: "s-" + status}));
+    const t = svg("text", {x: lx + 14, y: legendY, class: "axis"});
+    t.textContent = status;
+    chart.appendChild(t);
+    lx += 16 + status.length * 7;
+  }
+  return chart;
+}
+
+function histogram(values) {
+  const width = 420, height = 160, bins = 20;
+  const chart = svg("svg", {id: "time-histogram", class: "chart", width, height: height + 30,
+                            viewBox: "0 0 " + width + " " + (height + 30), role: "img"});
+  if (!values.length) {
+    const t = svg("text", {x: 0, y: 20, class: "axis"});
+    t.textContent = "no finished instance";
+    chart.appendChild(t);
+    return chart;
+  }
+  const top = Math.max(...values), step = top / bins || 1;
+  const counts = new Array(bins).fill(0);
+  for (const v of values) counts[Math.min(bins - 1, Math.floor(v / step))] += 1;
+  const most = Math.max(...counts);
+  counts.forEach((n, i) => {
+    const h = height * n / most;
+    const rect = svg("rect", {x: i * width / bins + 1, y: height - h, width: width / bins - 2, height: h, class: "bar",
+                              "data-count": n});
+    const tip = svg("title");
+    tip.textContent = n + " instance(s) of " + seconds(i * step) + " to " + seconds((i + 1) * step);
+    rect.appendChild(tip);
+    chart.appendChild(rect);
+  });
+  for (const [x, text, anchor] of [[0, "0", "start"], [width, seconds(top), "end"]]) {
+    const t = svg("text", {x, y: height + 16, class: "axis", "text-anchor": anchor});
+    t.textContent = text;
+    chart.appendChild(t);
+  }
+  return chart;
+}
+
+export function compareView(main, params) {
+  const a = params.get("a") || "", b = params.get("b") || "";
+  (async () => {
+    try {
+      const data = await getJSON("/api/compare?" + q({a, b}));
+      const filter = el("select", {id: "compare-filter"},
+        ...[["flipped", "flipped only"], ["", "all instances"], ["broken", "broken"], ["fixed", "fixed"],
+            ["changed", "other changes"], ["same", "unchanged"]].map(([v, t]) => el("option", {value: v, text: t})));
+      const body = el("tbody");
+      function render() {
+        const rows = data.rows.filter(r => !filter.value ? true : filter.value === "flipped"
+          ? r.change === "broken" || r.change === "fixed" : r.change === filter.value);
+        body.replaceChildren(...rows.map(r => el("tr", {"data-change": r.change, "data-instance": r.instance_id},
+          el("td", {text: r.instance_id}),
+          el("td", {class: "status s-" + r.a}, r.run_a ? link("#/run?" + q({ref: r.run_a}), r.a || "-") : (r.a || "-")),
+          el("td", {class: "status s-" + r.b}, r.run_b ? link("#/run?" + q({ref: r.run_b}), r.b || "-") : (r.b || "-")),
+          el("td", {class: "change c-" + r.change, text: r.change}))));
+      }
+      filter.addEventListener("change", render);
+      const c = data.counts;
+      main.replaceChildren(
+        el("h1", {text: "Comparing two evaluations"}),
+        el("p", {}, "A: ", link("#/eval?" + q({ref: a}), data.a.name), " (" + (data.a.model || "?") + ", " +
+           (data.a.resolved ?? "?") + " resolved)  ·  B: ", link("#/eval?" + q({ref: b}), data.b.name),
+           " (" + (data.b.model || "?") + ", " + (data.b.resolved ?? "?") + " resolved)"),
+        el("p", {id: "compare-counts", text: c.fixed + " fixed in B · " + c.broken + " broken in B · " + c.changed +
+                                             " other changes · " + c.same + " unchanged"}),
+        filter,
+        el("table", {id: "compare-table", class: "list"},
+           el("thead", {}, el("tr", {}, ...["instance", "A", "B", "change"].map(h => el("th", {text: h})))), body));
+      render();
+      setStatus("compared " + new Date().toLocaleTimeString(), false);
+    } catch (err) {
+      main.replaceChildren(el("p", {class: "error-line", text: String(err.message || err)}));
+      setStatus(String(err.message || err), true);
+    }
+  })();
+  return () => {};
+}

@@ -1,0 +1,259 @@
+// One run: its figures, the trajectory step by step (loaded a page at a time as you scroll, followed
+// live while the run goes on), the patch (unified or side by side), the test output and result.json.
+// A tool call links to its result and back.
+"use strict";
+
+import {count, el, getJSON, link, money, q, seconds, setStatus} from "./dom.js";
+
+const PAGE = 200;
+
+export function runView(main, params) {
+  const ref = params.get("ref") || "";
+  const head = el("div", {id: "run-head"});
+  const tabs = el("div", {class: "tabs"});
+  const panes = {};
+  const steps = el("div", {id: "steps"});
+  const more = el("button", {id: "steps-more", class: "more", hidden: true, text: "load more steps"});
+  const sentinel = el("div", {class: "sentinel"});
+  panes.trajectory = el("section", {id: "pane-trajectory"}, steps, more, sentinel);
+  panes.patch = el("section", {id: "pane-patch", hidden: true});
+  panes.tests = el("section", {id: "pane-tests", hidden: true});
+  panes.result = el("section", {id: "pane-result", hidden: true});
+  for (const name of ["trajectory", "patch", "tests", "result"]) {
+    tabs.appendChild(el("button", {class: "tab", "data-tab": name, text: name === "result" ? "result.json" : name,
+                                   onclick: () => show(name)}));
+  }
+  main.append(head, tabs, ...Object.values(panes));
+
+  function show(name) {
+    for (const [n, pane] of Object.entries(panes)) pane.hidden = n !== name;
+    for (const b of tabs.children) b.classList.toggle("current", b.dataset.tab === name);
+  }
+  show("trajectory");
+
+  let loaded = 0, total = 0, live = false, busy = false, info = null, stopped = false;
+
+  async function loadInfo() {
+    info = await getJSON("/api/run?" + q({ref}));
+    renderHead(head, info, ref);
+    renderPatch(panes.patch, info.patch);
+    renderText(panes.tests, info.tests, "No test output in this folder.", "tests-output");
+    panes.result.replaceChildren(info.result
+      ? el("pre", {class: "json", id: "result-json", text: JSON.stringify(info.result, null, 2)})
+      : el("p", {class: "empty", text: "No result.json yet: the run has not finished (or was stopped)."}));
+  }
+
+  async function loadSteps() {
+    if (busy || stopped) return;
+    busy = true;
+    try {
+      const data = await getJSON("/api/steps?" + q({ref, start: loaded, limit: PAGE}));
+      total = data.total;
+      const wasLive = live;
+      live = data.live;
+      const fragment = document.createDocumentFragment();
+      for (const step of data.steps) fragment.appendChild(stepCard(step, ref));
+      steps.appendChild(fragment);
+      loaded += data.steps.length;
+      more.hidden = loaded >= total;
+      more.textContent = "load more steps (" + loaded + " of " + total + " shown)";
+      if (wasLive && !live) await loadInfo();
+      setStatus((live ? "live · following the run · " : "") + loaded + " of " + total + " steps shown · updated " +
+                new Date().toLocaleTimeString(), false);
+    } catch (err) {
+      setStatus(String(err.message || err), true);
+    } finally {
+      busy = false;
+    }
+  }
+
+  more.addEventListener("click", loadSteps);
+  const observer = new IntersectionObserver(entries => {
+    if (entries.some(e => e.isIntersecting) && loaded < total) loadSteps();
+  }, {rootMargin: "800px"});
+  observer.observe(sentinel);
+
+  steps.addEventListener("click", async event => {
+    const target = event.target.closest("[data-goto]");
+    if (!target) return;
+    event.preventDefault();
+    const id = target.dataset.goto;
+    for (let tries = 0; !document.getElementById(id) && loaded < total && tries < 50; tries++) await loadSteps();
+    const node = document.getElementById(id);
+    if (node) {
+      if (node.tagName === "DETAILS") node.open = true;
+      node.scrollIntoView({block: "center"});
+      node.classList.add("flash");
+      setTimeout(() => node.classList.remove("flash"), 1500);
+    }
+  });
+
+  (async () => {
+    try {
+      await loadInfo();
+    } catch (err) {
+      head.replaceChildren(el("p", {class: "error-line", text: String(err.message || err)}));
+      setStatus(String(err.message || err), true);
+      return;
+    }
+    await loadSteps();
+  })();
+  const timer = setInterval(() => { if (live && loaded >= total) loadSteps(); }, 1000);
+  return () => { stopped = true; clearInterval(timer); observer.disconnect(); };
+}
+
+function renderHead(head, info, ref) {
+  const s = info.summary;
+  const facts = [["task", s.task], ["model", s.model], ["stop reason", s.stop_reason],
+                 ["tests", s.tests_passed === true ? "passed" : s.tests_passed === false ? "failed" : "-"],
+                 ["turns", count(s.turns)],
+                 ["tokens in/out", s.tokens ? count(s.tokens.input) + " / " + count(s.tokens.output) : "-"],
+                 ["cost", money(s.cost_usd)], ["time", seconds(s.seconds)], ["state", s.state]];
+  const links = [];
+  if (info.evaluation) links.push(link("#/eval?" + q({ref: info.evaluation}), "↑ its evaluation"));
+  for (const a of info.attempts) links.push(link("#/run?" + q({ref: a}), a.split("/").pop()));
+  head.replaceChildren(
+    el("h1", {}, "Run ", el("span", {class: "mono", text: s.name})),
+    el("dl", {class: "facts"}, ...facts.flatMap(([k, v]) => [el("dt", {text: k}), el("dd", {"data-fact": k, text: v ?? "-"})])),
+    links.length ? el("p", {class: "links"}, ...links.flatMap(a => [a, " "])) : null,
+    info.error ? el("pre", {class: "error-box", text: info.error.text}) : null,
+    info.patch_apply ? el("details", {}, el("summary", {text: "patch_apply.txt"}),
+                                     el("pre", {text: info.patch_apply.text})) : null);
+}
+
+function foldedText(block, ref, line, cls) {
+  if (block.text !== undefined) return el("pre", {class: cls, text: block.text});
+  const omitted = block.omitted_lines !== undefined ? block.omitted_lines + " lines" : block.omitted_chars + " characters";
+  const box = el("div", {class: "folded"});
+  const button = el("button", {class: "unfold", text: "… " + omitted + " folded (" + count(block.chars) +
+                                                    " characters in all): show everything"});
+  button.addEventListener("click", async () => {
+    button.disabled = true;
+    try {
+      const whole = await getJSON("/api/block?" + q({ref, line, block: block.block}));
+      box.replaceChildren(el("pre", {class: cls, text: whole.text}),
+                          whole.cut ? el("p", {class: "hint", text: "cut at 4,000,000 characters"}) : null);
+    } catch (err) {
+      button.textContent = String(err.message || err);
+    }
+  });
+  box.append(el("pre", {class: cls, text: block.head}), button, el("pre", {class: cls, text: block.tail}));
+  return box;
+}
+
+function stepCard(step, ref) {
+  const meta = step.meta || {};
+  const title = ["step " + (step.index + 1), step.role];
+  if (meta.turn !== undefined) title.push("turn " + meta.turn);
+  if (meta.usage) title.push(count(meta.usage.input_tokens) + " in / " + count(meta.usage.output_tokens) + " out");
+  if (meta.stop_reason) title.push(meta.stop_reason);
+  const card = el("article", {class: "step role-" + step.role, id: "step-" + step.index, "data-index": String(step.index)},
+                  el("div", {class: "step-title", text: title.join(" · ")}));
+  for (const block of step.blocks) {
+    if (block.type === "text") {
+      card.appendChild(foldedText(block, ref, step.index, "text"));
+    } else if (block.type === "tool_use") {
+      card.appendChild(el("details", {class: "call", id: "call-" + block.id, open: true},
+        el("summary", {}, el("span", {class: "tool-name", text: "→ " + block.name}),
+           el("span", {class: "call-id", text: " " + block.id + " "}),
+           el("a", {href: "", class: "goto", "data-goto": "result-" + block.id, text: "result ↓"})),
+        foldedText(block.input, ref, step.index, "args")));
+    } else if (block.type === "tool_result") {
+      card.appendChild(resultBlock(block, ref, step.index));
+    }
+  }
+  return card;
+}
+
+function resultBlock(block, ref, line) {
+  const facts = [];
+  const d = block.details;
+  if (d && d.exit_code !== undefined) facts.push("exit " + d.exit_code + (d.timed_out ? " (timed out)" : ""));
+  if (block.seconds !== undefined && block.seconds !== null) facts.push(seconds(block.seconds));
+  if (d && d.stdout) facts.push("stdout " + count(d.stdout.bytes) + " B / " + count(d.stdout.lines) + " lines" +
+                                (d.stdout.truncated ? " (cut)" : ""));
+  if (d && d.stderr && d.stderr.bytes) facts.push("stderr " + count(d.stderr.bytes) + " B");
+  facts.push(count(block.lines) + " lines, " + count(block.chars) + " chars shown to the model");
+  if (block.is_error) facts.push("error" + (block.error_kind ? ": " + block.error_kind : ""));
+  const short = block.text !== undefined && block.lines <= 25;
+  return el("details", {class: "result" + (block.is_error ? " is-error" : ""), id: "result-" + block.tool_use_id,
+                        open: short},
+    el("summary", {}, el("span", {class: "tool-name", text: "← " + (block.name || "result")}),
+       el("span", {class: "result-facts", text: " " + facts.join(" · ") + " "}),
+       el("a", {href: "", class: "goto", "data-goto": "call-" + block.tool_use_id, text: "call ↑"})),
+    foldedText(block, ref, line, "output"));
+}
+
+function renderText(pane, file, empty, id) {
+  if (!file) { pane.replaceChildren(el("p", {class: "empty", text: empty})); return; }
+  pane.replaceChildren(el("p", {class: "hint", text: count(file.bytes) + " bytes" +
+                                                   (file.cut ? "; the first 4 MB are shown" : "")}),
+                       el("pre", {class: "output", id, text: file.text}));
+}
+
+// ---------------------------------------------------------------- the patch
+
+function renderPatch(pane, file) {
+  if (!file || !file.text.trim()) {
+    pane.replaceChildren(el("p", {class: "empty", text: "No patch: the run changed no file."}));
+    return;
+  }
+  const body = el("div", {id: "diff"});
+  const unified = el("button", {class: "tab", "data-mode": "unified", text: "unified"});
+  const split = el("button", {class: "tab", "data-mode": "split", text: "side by side"});
+  function mode(name) {
+    unified.classList.toggle("current", name === "unified");
+    split.classList.toggle("current", name === "split");
+    body.replaceChildren(name === "unified" ? unifiedDiff(file.text) : splitDiff(file.text));
+  }
+  unified.addEventListener("click", () => mode("unified"));
+  split.addEventListener("click", () => mode("split"));
+  pane.replaceChildren(el("div", {class: "tabs"}, unified, split,
+                          el("span", {class: "hint", text: " " + count(file.bytes) + " bytes" +
+                                                           (file.cut ? " (first 4 MB)" : "")})), body);
+  mode("unified");
+}
+
+function lineClass(line) {
+  if (line.startsWith("diff --git") || line.startsWith("index ") || line.startsWith("--- ") ||
+      line.startsWith("+++ ") || line.startsWith("new file") || line.startsWith("deleted file")) return "d-file";
+  if (line.startsWith("@@")) return "d-hunk";
+  if (line.startsWith("+")) return "d-add";
+  if (line.startsWith("-")) return "d-del";
+  return "d-ctx";
+}
+
+function unifiedDiff(text) {
+  const lines = text.replace(/\n$/, "").split("\n");
+  return el("pre", {class: "diff unified"}, ...lines.map(l => el("span", {class: "d-line " + lineClass(l), text: l + "\n"})));
+}
+
+function splitDiff(text) {
+  const rows = [];
+  let dels = [], adds = [];
+  function flush() {
+    for (let i = 0; i < Math.max(dels.length, adds.length); i++) {
+      rows.push(pair(dels[i] === undefined ? null : dels[i], "d-del", adds[i] === undefined ? null : adds[i], "d-add"));
+    }
+    dels = []; adds = [];
+  }
+  for (const line of text.replace(/\n$/, "").split("\n")) {
+    const cls = lineClass(line);
+    if (cls === "d-del") { dels.push(line.slice(1)); continue; }
+    if (cls === "d-add") { adds.push(line.slice(1)); continue; }
+    flush();
+    if (cls === "d-file" || cls === "d-hunk") {
+      rows.push(el("tr", {class: cls}, el("td", {colspan: "2", text: line})));
+    } else {
+      rows.push(pair(line.slice(1), "d-ctx", line.slice(1), "d-ctx"));
+    }
+  }
+  flush();
+  return el("table", {class: "diff split"}, el("tbody", {}, ...rows));
+}
+
+function pair(left, leftClass, right, rightClass) {
+  return el("tr", {},
+    el("td", {class: left === null ? "d-none" : leftClass, text: left === null ? "" : left}),
+    el("td", {class: right === null ? "d-none" : rightClass, text: right === null ? "" : right}));
+}
