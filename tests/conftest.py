@@ -18,6 +18,8 @@ from sandbox.docker_sandbox import DockerSandbox
 from sandbox.images import ensure_image
 from sandbox.reaper import owner_alive
 
+pytest_plugins = ["tests.browser"]   # the `browser` fixture (real headless Chromium)
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TASKS_DIR = REPO_ROOT / "tasks"
 

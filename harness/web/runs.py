@@ -32,7 +32,7 @@ from harness.tools.outbound.preview import safe_text
 
 MAX_DEPTH = 3
 TEXT_CAP = 4_000_000          # bytes of a patch, test output or result read for a view
-FOLD_LINES = (120, 60)        # a longer text block is sent as its first and last lines, with the count between
+FOLD_LINES = (60, 30)         # a longer text block is sent as its first and last lines, with the count between
 FOLD_CHARS = 60_000           # and one longer than this, whatever its lines, as its head and tail characters
 LIVE_SECONDS = 120            # a run without result.json whose trajectory changed this recently is "running"
 STEP_PAGE = 200
@@ -80,8 +80,12 @@ def read_capped(path: Path, cap: int = TEXT_CAP) -> tuple[bytes, int] | None:
 
 
 def read_text(path: Path, cap: int = TEXT_CAP) -> dict[str, Any] | None:
-    """A text file as a view: its escaped text (the first `cap` bytes), size and whether it was cut."""
-    got = read_capped(path, cap)
+    """A text file as a view: its escaped text (the first `cap` bytes), size and whether it was cut; or
+    why it was not read (a link, a fifo) as `refused`."""
+    try:
+        got = read_capped(path, cap)
+    except NotFound as exc:
+        return {"text": "", "bytes": 0, "cut": False, "refused": safe_text(str(exc))}
     if got is None:
         return None
     data, size = got
@@ -90,7 +94,10 @@ def read_text(path: Path, cap: int = TEXT_CAP) -> dict[str, Any] | None:
 
 
 def read_json(path: Path) -> Any:
-    got = read_capped(path)
+    try:
+        got = read_capped(path)
+    except NotFound:
+        return None
     if got is None:
         return None
     try:
@@ -152,8 +159,8 @@ def folder_kind(folder: Path) -> str | None:
     names = _names(folder)
     if "run.json" in names and ("report.json" in names or "instances" in names):
         return "eval"
-    if "trajectory.jsonl" in names or "result.json" in names:
-        return "run"
+    if "trajectory.jsonl" in names or "result.json" in names or "done" in names:
+        return "run"       # an agent session, or an evaluation's instance (graded predictions have no session)
     return None
 
 
@@ -221,6 +228,11 @@ def run_summary(ref: str, folder: Path) -> dict[str, Any]:
                    cost_usd=result.get("cost_usd"),
                    seconds=_dict(result.get("durations")).get("total"),
                    finished_at=result.get("finished_at"), state="finished")
+    elif isinstance(record := read_json(folder / "done"), dict):
+        row.update(task=record.get("instance_id"), model=record.get("model_name_or_path"),
+                   stop_reason=record.get("stop_reason"), tests_passed=record.get("tests_resolved"),
+                   turns=record.get("turns"), seconds=record.get("duration"), cost_usd=record.get("cost_usd"),
+                   status=record.get("status"), state="finished")
     else:
         meta = _last_meta(trajectory)
         row.update(task=folder.name.rsplit("-", 2)[0], turns=meta.get("turn"),

@@ -15,13 +15,10 @@ from pathlib import Path
 import pytest
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.approval.helpers import REPO, CountingServer, finish_call, start_call
-
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
 
 @pytest.fixture
@@ -38,22 +35,6 @@ def page_url(tmp_path: Path) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(10)
-
-
-@pytest.fixture
-def browser() -> Iterator[webdriver.Chrome]:
-    for path in (CHROMIUM, CHROMEDRIVER):
-        assert Path(path).exists(), (f"{path} is missing: apt-get install chromium chromium-driver "
-                                     "(scripts/install does)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 def _card(browser: webdriver.Chrome, request_id: int):  # type: ignore[no-untyped-def]

@@ -61,8 +61,9 @@ function render(main, data, ref, others) {
     el("p", {}, el("strong", {text: data.model || "?"}), " · ",
        (totals.resolved_instances ?? 0) + " of " + (totals.total_instances ?? 0) + " resolved · " +
        (totals.error_instances ?? 0) + " errors · " + (totals.unsupported_instances ?? 0) + " unsupported · " +
-       (totals.incomplete_instances ?? 0) + " incomplete · " + seconds(data.summary.seconds) + " of instance time · " +
-       money(data.summary.cost_usd), " ", compare),
+       (totals.incomplete_instances ?? 0) + " incomplete · " + seconds(data.summary.seconds) + " of instance time" +
+       (data.summary.cost_usd === null || data.summary.cost_usd === undefined ? "" : " · " + money(data.summary.cost_usd)),
+       " ", compare),
     el("div", {class: "charts"},
        el("figure", {}, el("figcaption", {text: "statuses per repository"}), repoBars(data.repositories, present)),
        el("figure", {}, el("figcaption", {text: "instance times"}), histogram(data.instances.map(r => r.duration)

@@ -55,6 +55,10 @@ export function runView(main, params) {
       for (const step of data.steps) fragment.appendChild(stepCard(step, ref));
       steps.appendChild(fragment);
       loaded += data.steps.length;
+      if (total === 0 && !live && !steps.children.length) {
+        steps.appendChild(el("p", {class: "empty", id: "no-steps",
+                                   text: "No trajectory in this folder (graded predictions have no agent session)."}));
+      }
       more.hidden = loaded >= total;
       more.textContent = "load more steps (" + loaded + " of " + total + " shown)";
       if (wasLive && !live) await loadInfo();
@@ -109,16 +113,18 @@ function renderHead(head, info, ref) {
                  ["turns", count(s.turns)],
                  ["tokens in/out", s.tokens ? count(s.tokens.input) + " / " + count(s.tokens.output) : "-"],
                  ["cost", money(s.cost_usd)], ["time", seconds(s.seconds)], ["state", s.state]];
+  if (s.status) facts.unshift(["instance status", s.status]);
   const links = [];
   if (info.evaluation) links.push(link("#/eval?" + q({ref: info.evaluation}), "↑ its evaluation"));
   for (const a of info.attempts) links.push(link("#/run?" + q({ref: a}), a.split("/").pop()));
-  head.replaceChildren(
+  head.replaceChildren(...[
     el("h1", {}, "Run ", el("span", {class: "mono", text: s.name})),
-    el("dl", {class: "facts"}, ...facts.flatMap(([k, v]) => [el("dt", {text: k}), el("dd", {"data-fact": k, text: v ?? "-"})])),
+    el("dl", {class: "facts"}, ...facts.map(([k, v]) => el("div", {}, el("dt", {text: k}),
+                                                           el("dd", {"data-fact": k, text: v ?? "-"})))),
     links.length ? el("p", {class: "links"}, ...links.flatMap(a => [a, " "])) : null,
     info.error ? el("pre", {class: "error-box", text: info.error.text}) : null,
     info.patch_apply ? el("details", {}, el("summary", {text: "patch_apply.txt"}),
-                                     el("pre", {text: info.patch_apply.text})) : null);
+                                     el("pre", {text: info.patch_apply.text})) : null].filter(Boolean));
 }
 
 function foldedText(block, ref, line, cls) {
@@ -186,6 +192,7 @@ function resultBlock(block, ref, line) {
 
 function renderText(pane, file, empty, id) {
   if (!file) { pane.replaceChildren(el("p", {class: "empty", text: empty})); return; }
+  if (file.refused) { pane.replaceChildren(el("p", {class: "error-line refused", text: file.refused})); return; }
   pane.replaceChildren(el("p", {class: "hint", text: count(file.bytes) + " bytes" +
                                                    (file.cut ? "; the first 4 MB are shown" : "")}),
                        el("pre", {class: "output", id, text: file.text}));
@@ -194,6 +201,10 @@ function renderText(pane, file, empty, id) {
 // ---------------------------------------------------------------- the patch
 
 function renderPatch(pane, file) {
+  if (file && file.refused) {
+    pane.replaceChildren(el("p", {class: "error-line refused", text: file.refused}));
+    return;
+  }
   if (!file || !file.text.trim()) {
     pane.replaceChildren(el("p", {class: "empty", text: "No patch: the run changed no file."}));
     return;
