@@ -176,6 +176,8 @@ LAYERS_NEVER_IMPORT = {
     "harness.loop": ("harness.evaluation", "harness.cli", "harness.session"),
     "harness.session": ("harness.evaluation", "harness.cli"),
     "harness.evaluation": ("harness.cli",),
+    "harness.web": ("harness.cli", "harness.session", "harness.loop", "harness.models", "harness.evaluation",
+                    "harness.mcp"),
 }
 
 
