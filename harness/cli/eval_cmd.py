@@ -30,6 +30,7 @@ from harness.evaluation.progress import LineEvents, LiveEvents, repository_summa
 from harness.evaluation.ray_backend import check_address, import_ray
 from harness.evaluation.runner import run_evaluation
 from harness.mcp.specs import start_servers
+from harness.outputs import record_output
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -99,6 +100,7 @@ def _run(args: argparse.Namespace) -> int:
                           workers=args.workers, resume=args.resume, grade_runs=args.grade_runs,
                           test_timeout=args.test_timeout, labels=_labels(args.label), backend=args.backend,
                           ray_address=args.ray_address, allow_direct_references=args.allow_direct_references)
+    record_output(config.approval.state_dir, out)      # so `harness web` finds it wherever it is
     report = _evaluate(tasks, options, config, secrets, predictions, quiet=args.json)
     _print(report, out, args.json)
     return EXIT_INFRA if report["error_instances"] else 0

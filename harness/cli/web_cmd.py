@@ -47,16 +47,18 @@ def serve_console(queue: ApprovalQueue, args: argparse.Namespace, roots: list[Pa
 
     if args.port is not None and not 0 <= args.port <= 65535:
         raise ConfigError(f"--port {args.port} is not a TCP port; expected 0 to 65535, e.g. --port 8765")
-    folders = default_roots(queue.state_dir) + [r.expanduser().resolve() for r in roots]
+    given = [r.expanduser().resolve() for r in roots]
+    folders = [f for f in default_roots(queue.state_dir) if not any(f.is_relative_to(g) for g in given)] + given
     missing = [str(r) for r in roots if not r.expanduser().is_dir()]
     if missing:
         raise ConfigError(f"--runs {missing[0]!r} is not a folder; pass a folder holding run or evaluation "
                           "folders, e.g. --runs runs")
     server = make_web_server(queue, list(dict.fromkeys(folders)), host=args.host or host,
                              port=port if args.port is None else args.port, token=args.token,
-                             extra_hosts=args.allow_host, landing=landing)
+                             extra_hosts=args.allow_host, landing=landing, state_dir=queue.state_dir)
     print(f"{label}: {server.url}", flush=True)
-    print_safe(sys.stderr, "showing runs below: " + ", ".join(str(f) for f in server.console.roots.paths))
+    print_safe(sys.stderr, "showing runs below: " + ", ".join(str(f) for f in server.console.roots.paths)
+               + ", and wherever `harness run`/`eval` wrote (recorded in " + str(queue.state_dir) + ")")
     server.serve_forever()
     return 0
 

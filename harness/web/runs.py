@@ -28,6 +28,7 @@ from typing import Any
 
 from harness import checks
 from harness.errors import HarnessError, UnsafePathError
+from harness.outputs import recorded_outputs
 from harness.tools.outbound.preview import safe_text
 
 MAX_DEPTH = 3
@@ -128,12 +129,27 @@ def fold(text: str) -> dict[str, Any]:
 
 @dataclass
 class Roots:
-    """The folders the console shows, numbered in the order given."""
+    """The folders the console shows, numbered in the order given; with `state_dir`, each output
+    folder `harness run`/`eval` records there (`harness.outputs`) and that is not below a root is added
+    as a root of its own when the list is read, numbered after the others (numbers never change)."""
     paths: list[Path]
+    state_dir: Path | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def refresh(self) -> None:
+        if self.state_dir is None:
+            return
+        recorded = recorded_outputs(self.state_dir)
+        with self._lock:
+            for folder in recorded:
+                if not any(folder == p or folder.is_relative_to(p) for p in self.paths):
+                    self.paths.append(folder)
 
     def resolve(self, ref: str) -> Path:
         """The folder named `ref` ("N/path/below/root"), refused when it climbs out or crosses a link."""
         number, _, rel = ref.partition("/")
+        if number.isdigit() and int(number) >= len(self.paths):
+            self.refresh()
         if not number.isdigit() or int(number) >= len(self.paths):
             raise NotFound(f"no run {ref!r}: expected ROOT/PATH with ROOT one of 0..{len(self.paths) - 1}, "
                            "e.g. \"0/demo-20261201-101500\"")
@@ -149,9 +165,16 @@ class Roots:
         return folder
 
     def walk(self) -> Iterator[tuple[str, Path, str]]:
-        """(ref, folder, kind) of every run and evaluation below the roots; kind "run" or "eval"."""
+        """(ref, folder, kind) of every run and evaluation below the roots (or a root that is one itself,
+        such as a recorded output folder); kind "run" or "eval"."""
+        self.refresh()
         for number, root in enumerate(self.paths):
-            if root.is_dir():
+            if not root.is_dir() or root.is_symlink():
+                continue
+            kind = folder_kind(root)
+            if kind is not None:
+                yield str(number), root, kind
+            else:
                 yield from _walk(root, str(number), 0)
 
 
@@ -247,7 +270,7 @@ def eval_summary(ref: str, folder: Path) -> dict[str, Any]:
     row: dict[str, Any] = {"ref": ref, "kind": "eval", "name": folder.name,
                            "changed": _mtime(folder / "report.json") or _mtime(folder) or 0.0}
     if isinstance(settings, dict):
-        row["model"] = settings.get("model") or settings.get("model_name_or_path")
+        row["model"] = _dict(settings.get("settings")).get("model")
     if isinstance(report, dict):
         totals = _dict(report.get("totals"))
         tokens = _dict(totals.get("tokens"))

@@ -71,14 +71,16 @@ class WebServer:
 
 def default_roots(state_dir: Path) -> list[Path]:
     """`./runs` (where `harness run` and `harness eval` write by default) and the state folder's runs
-    (where `harness run --repo` writes when started inside the project)."""
+    (where `harness run --repo` writes when started inside the project). The output folders recorded
+    in the state folder (`harness.outputs`) are added as the console reads its list (`Roots`)."""
     return [Path("runs").resolve(), (state_dir / "runs").resolve()]
 
 
 def make_web_server(queue: ApprovalQueue | None, roots: list[Path], *, host: str = "127.0.0.1", port: int = 8765,
                     token: str | None = None, extra_hosts: list[str] | None = None,
-                    landing: str = "runs") -> WebServer:
-    """The console bound to `host:port` (0 picks a free port), not yet serving."""
+                    landing: str = "runs", state_dir: Path | None = None) -> WebServer:
+    """The console bound to `host:port` (0 picks a free port), not yet serving; with `state_dir`, it also
+    shows the output folders recorded there."""
     if landing not in VIEWS:
         raise ConfigError(f"unknown landing view {landing!r}; expected one of {', '.join(VIEWS)}")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -95,6 +97,6 @@ def make_web_server(queue: ApprovalQueue | None, roots: list[Path], *, host: str
     bound = sock.getsockname()[1]
     names = {host, "127.0.0.1", "localhost"} | {h.split(":")[0] for h in extra_hosts or []}
     allowed = {f"{n}:{bound}" for n in names} | set(extra_hosts or [])
-    console = Console(queue, Roots([Path(r) for r in roots]), token or secrets.token_urlsafe(24), allowed,
+    console = Console(queue, Roots([Path(r) for r in roots], state_dir), token or secrets.token_urlsafe(24), allowed,
                       landing=landing)
     return WebServer(console, sock)

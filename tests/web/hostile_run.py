@@ -1,7 +1,9 @@
 """A run folder crafted to break a trajectory viewer: markup and script in every field the model
 controls (its text, tool names, ids, arguments, outputs, the patch, the test output), bidi overrides
 and zero-width characters, terminal escapes, enormous outputs, a line that is not JSON, a torn last
-line, and as many steps as asked. Written through the harness's own TrajectoryWriter."""
+line, and as many steps as asked. The first lines are written through the harness's own
+TrajectoryWriter; the steps in the same format (`safe_json` of the message with its meta), in one write,
+because syncing each of 20,000 lines would take most of a minute."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from pathlib import Path
 
 from harness.messages import Message, TextBlock, ToolResult, ToolUse
 from harness.trajectory import TrajectoryWriter
+from sandbox.text import safe_json
 
 SCRIPT = "<script>window.pwned=1</script>"
 IMG = '<img src=x onerror="window.pwned=2">'
@@ -26,14 +29,19 @@ def write_hostile_run(folder: Path, steps: int = 200, big_output_bytes: int = 2_
     writer.write(Message("user", (TextBlock(f"problem {MARKUP}\n" + "line\n" * 300),)))
     big = ("x" * 99 + "\n") * (big_output_bytes // 100)
     quiet = {"bytes": 0, "lines": 0, "truncated": False, "saved_path": None}
+    lines: list[str] = []
+
+    def write(message: Message, meta: dict[str, object]) -> None:
+        lines.append(safe_json({**message.to_dict(), "meta": meta}) + "\n")
+
     for n in range(steps):
         call_id = f"call-{n}-{SCRIPT}" if n % 50 == 0 else f"call-{n}"
         name = f"bash{IMG}" if n == 3 else "bash"
-        writer.write(Message("assistant", (TextBlock(f"step {n}: {MARKUP}"),
+        write(Message("assistant", (TextBlock(f"step {n}: {MARKUP}"),
                                            ToolUse(call_id, name, {"command": f"echo {MARKUP}", "n": n}))),
                      {"turn": n + 1, "stop_reason": "tool_use", "usage": {"input_tokens": 10 * n, "output_tokens": 5}})
         output = big if n == 1 else f"output of step {n} {MARKUP}\n" + f"{n}\n" * (n % 40)
-        writer.write(Message("user", (ToolResult(call_id, output, is_error=n % 7 == 0,
+        write(Message("user", (ToolResult(call_id, output, is_error=n % 7 == 0,
                                                  error_kind="tool" if n % 7 == 0 else None),)),
                      {"turn": n + 1, "tools": [{"id": call_id, "name": name, "seconds": 0.01 * (n % 13),
                                                 "is_error": n % 7 == 0,
@@ -44,6 +52,7 @@ def write_hostile_run(folder: Path, steps: int = 200, big_output_bytes: int = 2_
                                                             "stderr": quiet,
                                                             "killed_leftovers": 0}}]})
     with (folder / "trajectory.jsonl").open("a", encoding="utf-8") as f:
+        f.write("".join(lines))
         f.write("this line is not JSON " + SCRIPT + "\n")
         f.write('{"role": "assistant", "content": [{"type": "text", "text": "torn')
     (folder / "patch.diff").write_text(

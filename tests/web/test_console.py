@@ -89,7 +89,7 @@ def test_a_real_run_is_followed_live_then_its_steps_diff_and_tests_are_shown(
              {"type": "tool_use", "name": "bash", "input": {"command": "sleep 4; ls"}}]]
     script_file = console["cwd"] / "slow.json"
     script_file.write_text(json.dumps({"turns": slow + script["turns"]}))
-    out = console["runs"] / "wordcount-live"
+    out = console["cwd"] / "scratch" / "wordcount-live"     # below no root: found through the state folder's record
     run = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "run", str(TASKS / "wordcount"),
                             "--model", f"scripted:{script_file}", "--out", str(out)],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=console["cwd"],
@@ -101,7 +101,7 @@ def test_a_real_run_is_followed_live_then_its_steps_diff_and_tests_are_shown(
             assert run.poll() is None, run.communicate()
             time.sleep(0.05)
         open_view(browser, console, "#/runs")
-        row = wait(browser, lambda b: b.find_element(By.CSS_SELECTOR, '#runs-table tr[data-ref$="/wordcount-live"]'))
+        row = wait(browser, lambda b: b.find_element(By.CSS_SELECTOR, '#runs-table tr[data-name="wordcount-live"]'))
         assert "running" in row.text
         screenshot(browser, "runs-list-live")
         row.find_element(By.CSS_SELECTOR, "a.open").click()
@@ -222,7 +222,7 @@ def test_evaluation_reports_filter_chart_and_compare(console: dict[str, Any], br
 
 
 def test_a_hostile_run_renders_escaped_folded_and_paged(console: dict[str, Any], browser: webdriver.Chrome) -> None:
-    folder = write_hostile_run(console["runs"] / '<img src=x onerror="window.pwned=9">', steps=300)
+    folder = write_hostile_run(console["runs"] / '<img src=x onerror="window.pwned=9">', steps=10_000)
     (console["runs"] / "linked").symlink_to(folder)              # a link to a run is not followed
     secret = console["cwd"] / "secret.txt"
     secret.write_text("the host's secret")
@@ -256,11 +256,15 @@ def test_a_hostile_run_renders_escaped_folded_and_paged(console: dict[str, Any],
     wait(browser, lambda b: len(big.find_element(By.CSS_SELECTOR, "pre.output").get_attribute("textContent"))
          >= 1_999_000, what="the whole folded output")
     browser.execute_script("window.scrollTo(0, document.body.scrollHeight)")
-    wait(browser, lambda b: steps_shown(b) > 200, what="the next page while scrolling")
-    browser.find_element(By.ID, "steps-more").click() if steps_shown(browser) < 603 else None
-    wait(browser, lambda b: steps_shown(b) == 603, what="every step (2 + 2x300 + the line that is not JSON)")
-    invalid = browser.find_element(By.ID, "step-602")
+    wait(browser, lambda b: steps_shown(b) >= 400, what="the next page while scrolling")
+    browser.find_element(By.ID, "steps-end").click()                 # 20,003 lines: jump to the last ones
+    invalid = wait(browser, lambda b: b.find_element(By.ID, "step-20002"), what="the last line")
     assert "is not JSON" in invalid.text and "<script>" in invalid.text
+    assert browser.find_elements(By.ID, "step-19803") and not browser.find_elements(By.ID, "step-19802")
+    assert "not loaded here" in browser.find_element(By.ID, "steps-more").text
+    assert browser.execute_script("return document.querySelectorAll('#steps article.step').length") == steps_shown(
+        browser) <= 2000                                             # the page holds what was asked for, not 20,003
+    screenshot(browser, "hostile-run-end")
     no_markup_ran(browser)
     browser.find_element(By.CSS_SELECTOR, 'button[data-tab="patch"]').click()
     assert '+new <img src=x onerror="window.pwned=2">\\u202egnp.exe' in browser.find_element(By.ID, "diff").text

@@ -12,10 +12,16 @@ export function runView(main, params) {
   const head = el("div", {id: "run-head"});
   const tabs = el("div", {class: "tabs"});
   const panes = {};
+  // the steps: a head segment loaded from step 0 as you scroll, then (after "last steps") a tail
+  // segment ending at the last step, with the gap between them filled page by page
   const steps = el("div", {id: "steps"});
+  const headPart = el("div", {id: "steps-head"});
+  const tailPart = el("div", {id: "steps-tail"});
   const more = el("button", {id: "steps-more", class: "more", hidden: true, text: "load more steps"});
+  const toEnd = el("button", {id: "steps-end", class: "more", hidden: true, text: "jump to the last steps"});
   const sentinel = el("div", {class: "sentinel"});
-  panes.trajectory = el("section", {id: "pane-trajectory"}, steps, more, sentinel);
+  steps.append(headPart, el("div", {class: "gap"}, more, toEnd, sentinel), tailPart);
+  panes.trajectory = el("section", {id: "pane-trajectory"}, steps);
   panes.patch = el("section", {id: "pane-patch", hidden: true});
   panes.tests = el("section", {id: "pane-tests", hidden: true});
   panes.result = el("section", {id: "pane-result", hidden: true});
@@ -31,7 +37,8 @@ export function runView(main, params) {
   }
   show("trajectory");
 
-  let loaded = 0, total = 0, live = false, busy = false, info = null, stopped = false;
+  // loaded: steps 0..loaded-1 are in the head; tailStart..tailEnd-1 in the tail (tailStart null: no tail)
+  let loaded = 0, tailStart = null, tailEnd = 0, total = 0, live = false, busy = false, info = null, stopped = false;
 
   async function loadInfo() {
     info = await getJSON("/api/run?" + q({ref}));
@@ -43,37 +50,85 @@ export function runView(main, params) {
       : el("p", {class: "empty", text: "No result.json yet: the run has not finished (or was stopped)."}));
   }
 
-  async function loadSteps() {
-    if (busy || stopped) return;
-    busy = true;
-    try {
-      const data = await getJSON("/api/steps?" + q({ref, start: loaded, limit: PAGE}));
-      total = data.total;
-      const wasLive = live;
-      live = data.live;
-      const fragment = document.createDocumentFragment();
-      for (const step of data.steps) fragment.appendChild(stepCard(step, ref));
-      steps.appendChild(fragment);
-      loaded += data.steps.length;
-      if (total === 0 && !live && !steps.children.length) {
-        steps.appendChild(el("p", {class: "empty", id: "no-steps",
-                                   text: "No trajectory in this folder (graded predictions have no agent session)."}));
-      }
-      more.hidden = loaded >= total;
-      more.textContent = "load more steps (" + loaded + " of " + total + " shown)";
-      if (wasLive && !live) await loadInfo();
-      setStatus((live ? "live · following the run · " : "") + loaded + " of " + total + " steps shown · updated " +
-                new Date().toLocaleTimeString(), false);
-    } catch (err) {
-      setStatus(String(err.message || err), true);
-    } finally {
-      busy = false;
-    }
+  async function fetchSteps(start, limit) {
+    const data = await getJSON("/api/steps?" + q({ref, start, limit}));
+    total = data.total;
+    const wasLive = live;
+    live = data.live;
+    const fragment = document.createDocumentFragment();
+    for (const step of data.steps) fragment.appendChild(stepCard(step, ref));
+    return {fragment, count: data.steps.length, ended: wasLive && !live};
   }
+
+  function showCounts() {
+    const shown = loaded + (tailStart === null ? 0 : tailEnd - tailStart);
+    const gap = (tailStart === null ? total : tailStart) - loaded;
+    more.hidden = gap <= 0;
+    toEnd.hidden = tailStart !== null || total - loaded <= PAGE;
+    more.textContent = "load more steps (" + shown + " of " + total + " shown; " + gap + " not loaded here)";
+    if (tailStart !== null && loaded >= tailStart) {          // the gap is filled: one segment again
+      headPart.append(...tailPart.childNodes);
+      loaded = tailEnd;
+      tailStart = null;
+    }
+    if (total === 0 && !live && !headPart.children.length) {
+      headPart.appendChild(el("p", {class: "empty", id: "no-steps",
+                                    text: "No trajectory in this folder (graded predictions have no agent session)."}));
+    }
+    setStatus((live ? "live · following the run · " : "") + shown + " of " + total + " steps shown · updated " +
+              new Date().toLocaleTimeString(), false);
+  }
+
+  // one request at a time, in the order asked (a click while a page is loading waits, never drops)
+  let chain = Promise.resolve();
+  function guarded(work) {
+    chain = chain.then(async () => {
+      if (stopped) return;
+      busy = true;
+      try {
+        const ended = await work();
+        showCounts();
+        if (ended) await loadInfo();
+      } catch (err) {
+        setStatus(String(err.message || err), true);
+      } finally {
+        busy = false;
+      }
+    });
+    return chain;
+  }
+
+  // the next page of the head (up to the tail, if there is one)
+  const loadSteps = () => guarded(async () => {
+    const limit = tailStart === null ? PAGE : Math.min(PAGE, tailStart - loaded);
+    if (limit <= 0 || (loaded >= total && total > 0 && !live)) return false;
+    const got = await fetchSteps(loaded, limit);
+    headPart.appendChild(got.fragment);
+    loaded += got.count;
+    return got.ended;
+  });
+
+  // new steps of a live run, at the end of whichever segment ends at the last step
+  const follow = () => guarded(async () => {
+    const start = tailStart === null ? loaded : tailEnd;
+    const got = await fetchSteps(start, PAGE);
+    (tailStart === null ? headPart : tailPart).appendChild(got.fragment);
+    if (tailStart === null) loaded += got.count; else tailEnd += got.count;
+    return got.ended;
+  });
+
+  toEnd.addEventListener("click", () => guarded(async () => {
+    tailStart = Math.max(loaded, total - PAGE);
+    const got = await fetchSteps(tailStart, PAGE);
+    tailPart.replaceChildren(got.fragment);
+    tailEnd = tailStart + got.count;
+    setTimeout(() => tailPart.lastElementChild && tailPart.lastElementChild.scrollIntoView({block: "end"}), 0);
+    return got.ended;
+  }));
 
   more.addEventListener("click", loadSteps);
   const observer = new IntersectionObserver(entries => {
-    if (entries.some(e => e.isIntersecting) && loaded < total) loadSteps();
+    if (entries.some(e => e.isIntersecting) && loaded < (tailStart === null ? total : tailStart)) loadSteps();
   }, {rootMargin: "800px"});
   observer.observe(sentinel);
 
@@ -82,7 +137,9 @@ export function runView(main, params) {
     if (!target) return;
     event.preventDefault();
     const id = target.dataset.goto;
-    for (let tries = 0; !document.getElementById(id) && loaded < total && tries < 50; tries++) await loadSteps();
+    for (let tries = 0; !document.getElementById(id) && loaded < (tailStart ?? total) && tries < 50; tries++) {
+      await loadSteps();
+    }
     const node = document.getElementById(id);
     if (node) {
       if (node.tagName === "DETAILS") node.open = true;
@@ -102,7 +159,7 @@ export function runView(main, params) {
     }
     await loadSteps();
   })();
-  const timer = setInterval(() => { if (live && loaded >= total) loadSteps(); }, 1000);
+  const timer = setInterval(() => { if (live && !busy) follow(); }, 1000);
   return () => { stopped = true; clearInterval(timer); observer.disconnect(); };
 }
 

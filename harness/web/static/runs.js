@@ -38,7 +38,8 @@ export function runsView(main) {
 
   function render() {
     const visible = rows.filter(matches);
-    body.replaceChildren(...visible.map(r => el("tr", {"data-ref": r.ref, "data-kind": r.kind, class: "state-" + r.state},
+    body.replaceChildren(...visible.map(r => el("tr", {"data-ref": r.ref, "data-name": r.name, "data-kind": r.kind,
+                                                class: "state-" + r.state},
       el("td", {}, link((r.kind === "eval" ? "#/eval?" : "#/run?") + q({ref: r.ref}), r.name, {class: "open"})),
       el("td", {text: r.kind}),
       el("td", {text: r.task || "-"}),

@@ -1,0 +1,54 @@
+"""Where runs and evaluations were written on this machine: `harness run`, `harness demo` and `harness
+eval` append their output folder to STATE_DIR/outputs.txt, so the web console finds a run written
+anywhere (`--out /tmp/try-3`), not only below ./runs.
+
+One absolute path per line, appended (O_APPEND, a link there refused); reading keeps the last
+`KEEP` distinct entries that are still folders. Nothing else is stored: the folders themselves say
+what they hold.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from harness import checks
+from harness.errors import UnsafePathError
+
+FILE = "outputs.txt"
+KEEP = 2000
+
+
+def record_output(state_dir: Path, folder: Path) -> None:
+    """Note `folder` (a run's or an evaluation's output folder) in the state folder's list; a failure to
+    write the note never stops the run."""
+    line = str(Path(folder).expanduser().resolve())
+    if "\n" in line or "\r" in line:
+        return
+    try:
+        checks.private_dir(state_dir)
+        with os.fdopen(checks.open_file(Path(state_dir) / FILE, append=True), "a", encoding="utf-8",
+                       errors="surrogateescape") as out:
+            out.write(line + "\n")
+    except (OSError, UnsafePathError):
+        pass
+
+
+def recorded_outputs(state_dir: Path) -> list[Path]:
+    """The recorded folders that still exist (not links), newest last, each once."""
+    path = Path(state_dir) / FILE
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return []
+    with os.fdopen(fd, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        f.seek(max(0, size - 4_000_000))
+        lines = f.read().decode("utf-8", "surrogateescape").splitlines()
+    seen: dict[str, None] = {}
+    for line in reversed(lines):
+        if line.startswith("/") and line not in seen:
+            seen[line] = None
+            if len(seen) >= KEEP:
+                break
+    return [Path(p) for p in reversed(seen) if os.path.isdir(p) and not os.path.islink(p)]
