@@ -240,6 +240,7 @@ def _last_meta(path: Path) -> dict[str, Any]:
 def run_summary(ref: str, folder: Path) -> dict[str, Any]:
     """One line of the runs list (a `harness run` folder or an evaluation's instance)."""
     result = read_json(folder / "result.json")
+    record = read_json(folder / "done")                # an evaluation's instance: its graded record
     trajectory = folder / "trajectory.jsonl"
     changed = _mtime(trajectory) or _mtime(folder) or 0.0
     row: dict[str, Any] = {"ref": ref, "kind": "run", "name": folder.name, "changed": changed}
@@ -251,15 +252,16 @@ def run_summary(ref: str, folder: Path) -> dict[str, Any]:
                    cost_usd=result.get("cost_usd"),
                    seconds=_dict(result.get("durations")).get("total"),
                    finished_at=result.get("finished_at"), state="finished")
-    elif isinstance(record := read_json(folder / "done"), dict):
+    elif isinstance(record, dict):
         row.update(task=record.get("instance_id"), model=record.get("model_name_or_path"),
-                   stop_reason=record.get("stop_reason"), tests_passed=record.get("tests_resolved"),
-                   turns=record.get("turns"), seconds=record.get("duration"), cost_usd=record.get("cost_usd"),
-                   status=record.get("status"), state="finished")
+                   stop_reason=record.get("stop_reason"), turns=record.get("turns"), seconds=record.get("duration"),
+                   cost_usd=record.get("cost_usd"), state="finished")
     else:
         meta = _last_meta(trajectory)
         row.update(task=folder.name.rsplit("-", 2)[0], turns=meta.get("turn"),
                    state="running" if time.time() - changed < LIVE_SECONDS else "stopped")
+    if isinstance(record, dict):
+        row.update(status=record.get("status"), tests_passed=record.get("tests_resolved"))
     return safe_dict(row)
 
 

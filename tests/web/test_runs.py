@@ -14,6 +14,7 @@ import pytest
 
 from harness.evaluation.report import InstanceRecord, instance_dir, write_done, write_outputs
 from harness.messages import Message, TextBlock
+from harness.outputs import record_output, recorded_outputs
 from harness.trajectory import TrajectoryWriter
 from harness.web.runs import FOLD_LINES, NotFound, Roots, Trajectories, compare_view, fold, list_runs, steps_view
 from harness.web.server import make_web_server
@@ -148,3 +149,22 @@ def test_the_guard_refuses_before_any_route_and_every_answer_is_locked_down(tmp_
         assert status == 404
         assert _get(base + "/static/app.js")[0] == 200               # assets need no sign-in
     assert not os.path.exists(tmp_path / "runs" / "r" / ".index")
+
+
+def test_output_folders_are_recorded_once_and_only_real_folders_come_back(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    kept, gone, target = tmp_path / "a", tmp_path / "b", tmp_path / "target"
+    for folder in (kept, gone, target):
+        folder.mkdir()
+    (tmp_path / "link").symlink_to(target)
+    for folder in (kept, gone, kept, tmp_path / "link", Path("relative/x")):
+        record_output(state, folder)
+    gone.rmdir()
+    assert recorded_outputs(state) == [kept.resolve(), target.resolve()]     # by last record, each once
+    roots = Roots([tmp_path / "runs"], state)
+    write_hostile_run(kept, steps=1)
+    assert [r["ref"] for r in list_runs(roots)] == ["1"] and roots.paths[1] == kept.resolve()
+    (state / "outputs.txt").unlink()
+    (state / "outputs.txt").symlink_to(tmp_path / "elsewhere.txt")
+    record_output(state, kept)                       # a link planted there is not written through
+    assert not (tmp_path / "elsewhere.txt").exists()
