@@ -98,13 +98,20 @@ export function runView(main, params) {
     return chain;
   }
 
-  // the next page of the head (up to the tail, if there is one)
+  // the next page of the head (up to the tail, if there is one); again while the gap is still on screen
+  // (the observer only says when the gap comes into view, not that it stayed there)
+  const gapEnd = () => (tailStart === null ? total : tailStart);
+  function nearGap() {
+    const box = sentinel.getBoundingClientRect();
+    return !panes.trajectory.hidden && box.top < window.innerHeight + 800 && box.bottom > -800;
+  }
   const loadSteps = () => guarded(async () => {
-    const limit = tailStart === null ? PAGE : Math.min(PAGE, tailStart - loaded);
-    if (limit <= 0 || (loaded >= total && total > 0 && !live)) return false;
+    const limit = total === 0 ? PAGE : Math.min(PAGE, gapEnd() - loaded);   // total 0: not asked yet
+    if (limit <= 0) return false;
     const got = await fetchSteps(loaded, limit);
     headPart.appendChild(got.fragment);
     loaded += got.count;
+    if (got.count && loaded < gapEnd()) setTimeout(() => { if (nearGap()) loadSteps(); }, 50);
     return got.ended;
   });
 
@@ -128,7 +135,7 @@ export function runView(main, params) {
 
   more.addEventListener("click", loadSteps);
   const observer = new IntersectionObserver(entries => {
-    if (entries.some(e => e.isIntersecting) && loaded < (tailStart === null ? total : tailStart)) loadSteps();
+    if (entries.some(e => e.isIntersecting) && loaded < gapEnd()) loadSteps();
   }, {rootMargin: "800px"});
   observer.observe(sentinel);
 
