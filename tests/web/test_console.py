@@ -265,6 +265,9 @@ def test_a_hostile_run_renders_escaped_folded_and_paged(console: dict[str, Any],
     assert browser.execute_script("return document.querySelectorAll('#steps article.step').length") == steps_shown(
         browser) <= 2000                                             # the page holds what was asked for, not 20,003
     screenshot(browser, "hostile-run-end")
+    before = steps_shown(browser)
+    browser.execute_script("document.getElementById('steps-more').scrollIntoView()")   # scroll back up to the gap
+    wait(browser, lambda b: steps_shown(b) >= before + 600, what="the gap filling while it stays on screen")
     no_markup_ran(browser)
     browser.find_element(By.CSS_SELECTOR, 'button[data-tab="patch"]').click()
     assert '+new <img src=x onerror="window.pwned=2">\\u202egnp.exe' in browser.find_element(By.ID, "diff").text
