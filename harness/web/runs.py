@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from harness import checks
 from harness.errors import HarnessError, UnsafePathError
@@ -65,19 +65,28 @@ def safe_dict(value: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_capped(path: Path, cap: int = TEXT_CAP) -> tuple[bytes, int] | None:
-    """The first `cap` bytes of the regular file `path` and its whole size; None when it is missing.
-    A link is never followed and anything but a regular file (a fifo, a device) is refused."""
+    """The first `cap` bytes of the regular file `path` and its whole size; None when it is missing."""
+    f = open_regular(path)
+    if f is None:
+        return None
+    with f:
+        return f.read(cap), os.fstat(f.fileno()).st_size
+
+
+def open_regular(path: Path) -> BinaryIO | None:
+    """`path` open for reading; None when it is missing. A link is never followed and anything but a
+    regular file (a fifo, a device) is refused, without blocking on it."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise NotFound(f"{path.name} cannot be read: {exc.strerror} (links are not followed)") from exc
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise NotFound(f"{path.name} is not a regular file; not read")
-        return f.read(cap), info.st_size
+    f = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        f.close()
+        raise NotFound(f"{path.name} is not a regular file; not read")
+    return f
 
 
 def read_text(path: Path, cap: int = TEXT_CAP) -> dict[str, Any] | None:
@@ -219,14 +228,14 @@ def _mtime(path: Path) -> float | None:
 
 def _last_meta(path: Path) -> dict[str, Any]:
     """The meta of the last whole line of a trajectory (read from its end only)."""
-    got = None
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
+        opened = open_regular(path)
+    except NotFound:
         return {}
-    with os.fdopen(fd, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        f.seek(max(0, size - 262_144))
+    if opened is None:
+        return {}
+    with opened as f:
+        f.seek(max(0, os.fstat(f.fileno()).st_size - 262_144))
         got = f.read()
     for line in reversed(got.split(b"\n")):
         try:
@@ -331,16 +340,11 @@ class Trajectories:
         self._indexes: dict[Path, _Index] = {}
 
     def _index(self, path: Path) -> tuple[_Index, int]:
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-        except FileNotFoundError:
+        opened = open_regular(path)
+        if opened is None:
             return _Index(0, 0, [0]), 0
-        except OSError as exc:
-            raise NotFound(f"{path.name} cannot be read: {exc.strerror} (links are not followed)") from exc
-        with os.fdopen(fd, "rb") as f:
+        with opened as f:
             info = os.fstat(f.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise NotFound(f"{path.name} is not a regular file; not read")
             with self._lock:
                 index = self._indexes.get(path)
                 if index is None or index.inode != info.st_ino or info.st_size < index.scanned:
@@ -365,8 +369,10 @@ class Trajectories:
         end = min(len(index.offsets) - 1, start + limit)
         if start >= end:
             return []
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as f:
+        opened = open_regular(path)
+        if opened is None:
+            return []
+        with opened as f:
             f.seek(index.offsets[start])
             data = f.read(index.offsets[end] - index.offsets[start])
         return [(start + i, line) for i, line in enumerate(data.split(b"\n")[: end - start])]

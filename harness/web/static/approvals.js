@@ -2,7 +2,7 @@
 // and the hash of the request as shown, so a request that changed cannot be approved by mistake.
 "use strict";
 
-import {el, getJSON, postJSON, setStatus, when} from "./dom.js";
+import {el, getJSON, polling, postJSON, setStatus, when} from "./dom.js";
 
 export function pendingBadge() {
   const badge = document.getElementById("pending-badge");
@@ -41,7 +41,7 @@ export function approvalsView(main) {
     const {ok, data} = await postJSON("/api/decide",
       {id: request.id, decision, reason: reasonInput.value, hash: request.hash});
     if (!ok) { errorLine.textContent = data.error; return; }
-    await refresh();
+    await refresh().catch(err => setStatus(String(err.message || err), true));
   }
 
   function card(request) {
@@ -80,19 +80,12 @@ export function approvalsView(main) {
   }
 
   async function refresh() {
-    try {
-      const state = await getJSON("/api/state");
-      if (state.version !== version) {
-        version = state.version;
-        render(state);
-      }
-      setStatus("live · updated " + new Date().toLocaleTimeString(), false);
-    } catch (err) {
-      setStatus(String(err.message || err), true);
+    const state = await getJSON("/api/state");
+    if (state.version !== version) {
+      version = state.version;
+      render(state);
     }
   }
 
-  refresh();
-  const timer = setInterval(refresh, 1000);
-  return () => clearInterval(timer);
+  return polling(refresh, 1000);
 }

@@ -92,3 +92,19 @@ export function q(params) {
 export function link(hash, text, attrs) {
   return el("a", {href: hash, text, ...(attrs || {})});
 }
+
+// Calls `refresh` now and every `ms`, saying on the status line when it last worked or why it failed;
+// returns the function that stops it (a view's cleanup).
+export function polling(refresh, ms) {
+  async function tick() {
+    try {
+      await refresh();
+      setStatus("live · updated " + new Date().toLocaleTimeString(), false);
+    } catch (err) {
+      setStatus(String(err.message || err), true);
+    }
+  }
+  tick();
+  const timer = setInterval(tick, ms);
+  return () => clearInterval(timer);
+}

@@ -2,7 +2,7 @@
 // first, with filters and a search; refreshed every few seconds (a running one shows as such).
 "use strict";
 
-import {count, el, getJSON, link, money, q, seconds, setStatus, when} from "./dom.js";
+import {count, el, getJSON, link, money, polling, q, seconds, when} from "./dom.js";
 
 export function runsView(main) {
   const search = el("input", {type: "search", id: "runs-search", placeholder: "search task, model, folder…"});
@@ -60,28 +60,21 @@ export function runsView(main) {
   for (const input of [search, kind, state, tests, stop]) input.addEventListener("input", render);
 
   async function refresh() {
-    try {
-      const data = await getJSON("/api/runs");
-      roots.textContent = "Folders shown: " + data.roots.join(", ") + " (add more with `harness web --runs DIR`)";
-      const text = JSON.stringify(data.runs);
-      if (text !== last) {
-        last = text;
-        rows = data.runs;
-        const reasons = [...new Set(rows.map(r => r.stop_reason).filter(Boolean))].sort();
-        const chosen = stop.value;
-        stop.replaceChildren(el("option", {value: "", text: "any stop reason"}),
-                             ...reasons.map(r => el("option", {value: r, text: r})));
-        stop.value = reasons.includes(chosen) ? chosen : "";
-        render();
-      }
-      setStatus("live · updated " + new Date().toLocaleTimeString(), false);
-    } catch (err) {
-      setStatus(String(err.message || err), true);
+    const data = await getJSON("/api/runs");
+    roots.textContent = "Folders shown: " + data.roots.join(", ") + " (add more with `harness web --runs DIR`)";
+    const text = JSON.stringify(data.runs);
+    if (text !== last) {
+      last = text;
+      rows = data.runs;
+      const reasons = [...new Set(rows.map(r => r.stop_reason).filter(Boolean))].sort();
+      const chosen = stop.value;
+      stop.replaceChildren(el("option", {value: "", text: "any stop reason"}),
+                           ...reasons.map(r => el("option", {value: r, text: r})));
+      stop.value = reasons.includes(chosen) ? chosen : "";
+      render();
     }
   }
-  refresh();
-  const timer = setInterval(refresh, 3000);
-  return () => clearInterval(timer);
+  return polling(refresh, 3000);
 }
 
 export function select(id, options) {
