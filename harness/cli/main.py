@@ -20,7 +20,8 @@ from harness.cli.common import EXIT_BROKEN_PIPE, EXIT_INFRA, EXIT_INTERRUPTED, E
 from harness.errors import ConfigError, HarnessError, TaskError, UnsafePathError
 from sandbox.errors import DockerUnavailable, SandboxError
 
-SUBCOMMANDS = ["demo", "run", "apply", "exec", "shell", "sandbox", "tools", "approvals", "tasks", "eval", "mcp", "web"]
+SUBCOMMANDS = ["demo", "run", "apply", "exec", "shell", "sandbox", "tools", "approvals", "tasks", "eval", "mcp",
+               "web", "model"]
 
 
 def build_parser() -> argparse.ArgumentParser:

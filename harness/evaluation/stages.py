@@ -23,7 +23,7 @@ from harness.evaluation.instances import Prediction
 from harness.evaluation.options import Cancelled, EvalOptions
 from harness.evaluation.progress import Events
 from harness.evaluation.report import InstanceRecord, InstanceStatus
-from harness.models.factory import make_model
+from harness.models.factory import open_model
 from harness.session import run_session
 from sandbox.docker_client import client_or_default
 
@@ -87,7 +87,6 @@ class Stages:
 
     def _session(self, task: Task, folder: Path, image: str, record: InstanceRecord) -> str:
         spec = self.options.model or ""
-        model = make_model(spec, self.config, self.secrets, task=task)
         # the reference models never read test output: skip the session's own test run for them
         session_task = dataclasses.replace(task, test_cmd=None) if spec in REFERENCE_MODELS else task
         # nor do they query code: no find_code index is prepared for them
@@ -95,8 +94,10 @@ class Stages:
             tools=dataclasses.replace(self.config.tools, prewarm_index=False))
         self.events.stage(task.id, "agent session")
         t0 = time.monotonic()
-        outcome = run_session(session_task, model, config, folder, image=image, secrets=self.secrets,
-                              labels=self.labels, progress=lambda e: self._session_event(task.id, e))
+        with open_model(spec, self.config, self.secrets, task=task,
+                        say=lambda m: self.events.stage(task.id, m)) as model:   # a local: model's server runs here
+            outcome = run_session(session_task, model, config, folder, image=image, secrets=self.secrets,
+                                  labels=self.labels, progress=lambda e: self._session_event(task.id, e))
         record.durations["session"] = round(time.monotonic() - t0, 3)
         record.turns = outcome.turns
         record.tokens = dataclasses.asdict(outcome.usage)

@@ -1,12 +1,19 @@
 """One place that turns a model spec into a Model.
 
-Specs: ``anthropic:MODEL``, ``openai:MODEL``, ``scripted:PATH`` (a file, or a script shipped in
-harness/data/scripts), ``gold`` and ``empty`` (reference models for evaluation, need a task), and
-``auto``: Anthropic when ANTHROPIC_API_KEY is set, else OpenAI when OPENAI_API_KEY (or a base URL)
-is. With ``model.tool_format = "react"`` the model is wrapped in the ReAct text protocol.
+Specs: ``anthropic:MODEL``, ``openai:MODEL``, ``local:NAME`` (a packaged model served on this machine,
+harness.models.local), ``scripted:PATH`` (a file, or a script shipped in harness/data/scripts),
+``gold`` and ``empty`` (reference models for evaluation, need a task), and ``auto``: Anthropic when
+ANTHROPIC_API_KEY is set, else OpenAI when OPENAI_API_KEY (or a base URL) is. With
+``model.tool_format = "react"`` the model is wrapped in the ReAct text protocol.
+
+`open_model` is how a run gets its model: a `local:` model's server is started on the way in and
+stopped on the way out, whatever ends the run.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from harness.config import Config, Secrets
 from harness.core.task import Task
@@ -14,13 +21,15 @@ from harness.errors import ConfigError
 from harness.models import gold
 from harness.models.anthropic import AnthropicModel
 from harness.models.base import Model
+from harness.models.local import LocalModel
 from harness.models.openai import OpenAIModel
 from harness.models.react import ReActModel
 from harness.models.scripted import ScriptedModel
 
 DEFAULT_ANTHROPIC = "claude-sonnet-4-5"
 DEFAULT_OPENAI = "gpt-4.1"
-EXAMPLES = "anthropic:claude-sonnet-4-5, openai:gpt-4.1, scripted:path/to/script.json, gold, empty"
+EXAMPLES = ("anthropic:claude-sonnet-4-5, openai:gpt-4.1, local:gemma3-270m, scripted:path/to/script.json, "
+            "gold, empty")
 TOOL_FORMATS = ("native", "react")
 
 
@@ -49,6 +58,22 @@ def make_model(spec: str, config: Config, secrets: Secrets, *, task: Task | None
     return model
 
 
+@contextmanager
+def open_model(spec: str, config: Config, secrets: Secrets, *, task: Task | None = None,
+               say: Callable[[str], None] = lambda _m: None) -> Iterator[Model]:
+    """`make_model` for the length of a `with` block: a local model's server runs only inside it."""
+    model = make_model(spec, config, secrets, task=task)
+    local = model.inner if isinstance(model, ReActModel) else model
+    if not isinstance(local, LocalModel):
+        yield model
+        return
+    try:
+        local.start(say)
+        yield model
+    finally:
+        local.close()
+
+
 def _make(spec: str, config: Config, secrets: Secrets, task: Task | None) -> Model:
     if spec in ("gold", "empty"):
         return _reference(spec, task)
@@ -71,6 +96,8 @@ def _make(spec: str, config: Config, secrets: Secrets, task: Task | None) -> Mod
                               "http://localhost:8000/v1 (vLLM, llama.cpp, Ollama)")
         return OpenAIModel(name, api_key=secrets.openai_api_key, config=config.model, max_tokens=max_tokens,
                            base_url=base_url)
+    if provider == "local":
+        return LocalModel(name, config)
     raise ConfigError(f"unknown model provider {provider!r} in {spec!r}; expected one of: {EXAMPLES}")
 
 
