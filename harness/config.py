@@ -59,6 +59,7 @@ class LoopConfig:
     max_total_tokens: int | None = None   # budget: input + output tokens over the whole run
     max_cost_usd: float | None = None     # budget: needs a price for the model in model.prices
     max_wall_seconds: float | None = None  # budget: wall time of the run, seconds
+    max_repeats: int = 4          # the same calls (or an empty reply) this many times in a row: stop as `stuck`
     attempts: int = 1             # Reflexion: attempts while the task's tests fail (1 = no retry)
     test_timeout: float = 600.0   # seconds allowed for the task's test command after an attempt
 

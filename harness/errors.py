@@ -71,7 +71,12 @@ class ModelError(HarnessError):
 
 
 class ModelTruncated(ModelError):
-    pass
+    """`partial` is the cut response's text and `tokens` its (input, output) token counts, for a caller
+    that can use a complete part of it (ReAct keeps a complete first Action)."""
+
+    def __init__(self, message: str, partial: str = "", tokens: tuple[int, int] = (0, 0)) -> None:
+        super().__init__(message)
+        self.partial, self.tokens = partial, tokens
 
 
 class ScriptExhausted(ModelError):

@@ -10,7 +10,12 @@
 Stop reasons: ``end`` (the model asked for nothing: it believes it is done), ``cap`` (turn limit; the
 last turn's calls were run and answered, the agent did not finish), ``truncated`` (the response hit
 max_tokens: not run, not taken as the end, not added to M), ``error`` (the model API failed after
-retries, or the harness failed running a tool), ``budget`` (tokens, cost or wall time ran out).
+retries, or the harness failed running a tool), ``budget`` (tokens, cost or wall time ran out),
+``stuck`` (the model sent the same calls, or an empty reply, loop.max_repeats times in a row).
+
+An empty reply (no text, no call) is not taken as the end: a user message asks for a tool call or
+a summary. A call repeated exactly gets, with its results, a note that it was repeated. Both count
+towards ``stuck``, so a model that repeats itself stops long before the turn cap.
 
 Invariants: the model sees only M (through the history window, which changes what is sent, never
 M); every tool_use in M has its tool_result in the next message, also on the way out; M only grows,
@@ -20,6 +25,7 @@ and each message is appended to the trajectory file as soon as it exists.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,14 +34,14 @@ from typing import Any, Literal
 from harness.config import Config
 from harness.errors import ConfigError, HarnessError, ModelError, ModelTruncated
 from harness.history import apply_window
-from harness.messages import Message, ToolResult, ToolUse
+from harness.messages import Message, ToolResult, ToolUse, user
 from harness.models.base import MALFORMED, Model, ModelResponse, Usage, cost_usd
 from harness.tools.base import ToolContext
 from harness.tools.catalog import Catalog
 from harness.trajectory import TrajectoryWriter
 from sandbox.errors import SandboxError
 
-StopReason = Literal["end", "cap", "truncated", "error", "budget"]
+StopReason = Literal["end", "cap", "truncated", "error", "budget", "stuck"]
 """Why the loop stopped; each is described in the module docstring."""
 
 
@@ -93,6 +99,8 @@ class AgentLoop:
         self.turns = 0
         self.model_seconds = self.tool_seconds = 0.0
         self._start = time.monotonic()
+        self._repeats = 0                   # how many responses in a row were the same as the one before
+        self._last: tuple[str, ...] | None = None
 
     def run(self, messages: Sequence[Message]) -> LoopResult:
         """Run from `messages` (already in the trajectory): a fresh [system, user] or a resumed M."""
@@ -115,9 +123,25 @@ class AgentLoop:
         self._append(response.message, {"turn": self.turns, "stop_reason": response.stop_reason,
                                          "usage": dataclasses.asdict(response.usage)})
         self._emit(StepEvent("model", self.turns, self._elapsed(), usage=response.usage))
-        if not response.message.tool_uses:
-            raise _Stop("end", response.message.text)
-        self._answer(response.message.tool_uses)
+        message = response.message
+        if not message.tool_uses and message.text.strip():
+            raise _Stop("end", message.text)
+        repeats = self._count_repeat(message)
+        if not message.tool_uses:
+            self._append(user(EMPTY_REPLY), {"turn": self.turns, "empty_reply": True})
+        else:
+            self._answer(message.tool_uses, repeats)
+        if repeats + 1 >= self.config.loop.max_repeats:
+            what = "an empty reply" if not message.tool_uses else "the same call(s)"
+            raise _Stop("stuck", f"the model sent {what} {repeats + 1} times in a row (loop.max_repeats "
+                                 f"{self.config.loop.max_repeats}); its changes so far are kept")
+
+    def _count_repeat(self, message: Message) -> int:
+        """How many times in a row before this one the model sent exactly this (calls, or an empty reply)."""
+        key = tuple(sorted(f"{c.name}\0{json.dumps(c.input, sort_keys=True, default=str)}" for c in message.tool_uses))
+        self._repeats = self._repeats + 1 if key == self._last else 0
+        self._last = key
+        return self._repeats
 
     def _ask(self) -> ModelResponse:
         window = apply_window(self.messages, self.config.tools.history_window)
@@ -131,7 +155,7 @@ class AgentLoop:
         finally:
             self.model_seconds += time.monotonic() - started
 
-    def _answer(self, calls: Sequence[ToolUse]) -> None:
+    def _answer(self, calls: Sequence[ToolUse], repeats: int = 0) -> None:
         results: list[ToolResult] = []
         timings: list[dict[str, Any]] = []
         failure: Exception | None = None
@@ -150,6 +174,8 @@ class AgentLoop:
                                     error_kind="sandbox" if isinstance(exc, SandboxError) else "harness")
             seconds = time.monotonic() - started
             self.tool_seconds += seconds
+            if repeats:
+                result = dataclasses.replace(result, content=f"{result.content}\n\n{repeat_note(repeats + 1)}")
             results.append(result)
             timing: dict[str, Any] = {"id": call.id, "name": call.name, "seconds": round(seconds, 3),
                                       "is_error": result.is_error}
@@ -172,9 +198,12 @@ class AgentLoop:
         """A resumed M may end with an answered-by-nobody call list, or with the model's last word."""
         last = self.messages[-1] if self.messages else None
         if last is not None and last.role == "assistant":
-            if not last.tool_uses:
+            if not last.tool_uses and last.text.strip():
                 raise _Stop("end", last.text)
-            self._answer(last.tool_uses)
+            if not last.tool_uses:
+                self._append(user(EMPTY_REPLY), {"turn": self.turns, "empty_reply": True})
+            else:
+                self._answer(last.tool_uses)
 
     def _check_limits(self) -> None:
         loop = self.config.loop
@@ -208,6 +237,16 @@ class AgentLoop:
                           cost_usd=cost_usd(self.usage, self.price), messages=list(self.messages),
                           model_seconds=self.model_seconds, tool_seconds=self.tool_seconds,
                           wall_seconds=self._elapsed())
+
+
+EMPTY_REPLY = ("Your reply was empty: it had no text and no tool call. Call one of the tools to go on, e.g. bash "
+               "with {\"command\": \"ls\"}; or, if the work is done, reply with a short summary of what you "
+               "changed and no tool call.")
+
+
+def repeat_note(times: int) -> str:
+    return (f"Note: you have now made this exact call {times} times in a row, and repeating it will not "
+            "change its result. Do something else: another command, another file, or an edit.")
 
 
 def price_of(config: Config, name: str) -> list[float] | None:

@@ -37,7 +37,7 @@ from sandbox.text import escape_ident
 STOP_WORDS: dict[StopReason, str] = {
     "end": "the agent finished", "cap": "turn limit reached, the agent did not finish",
     "truncated": "a response was cut at max_tokens", "error": "the model API or the harness failed",
-    "budget": "a budget ran out"}
+    "budget": "a budget ran out", "stuck": "the model repeated itself"}
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

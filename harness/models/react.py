@@ -4,7 +4,9 @@ The wrapped model gets plain text only (no `tools`): the system prompt lists the
 format; past calls are written back as `Action:`/`Action Input:` lines and results as
 `Observation:` text. From each reply the first Action is parsed into a `ToolUse` and the reply is
 cut right after it: an Observation the model writes itself is never believed. An Action out of
-format becomes a call the loop answers with an error observation showing the expected format.
+format, or a reply with neither an Action nor a `Final Answer:`, becomes a call the loop answers with
+an error observation showing the expected format. A reply cut at max_tokens whose first Action is
+complete is kept: it would have been cut right after that Action anyway.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from harness.errors import ModelTruncated
 from harness.messages import Message, TextBlock, ToolResult, ToolUse, system, user
-from harness.models.base import MALFORMED, Model, ModelResponse, ModelStopReason, malformed_call
+from harness.models.base import MALFORMED, Model, ModelResponse, ModelStopReason, Usage, malformed_call
 
 ACTION = re.compile(r"^[ \t]*Action[ \t]*:[ \t]*(?P<name>[^\n]*)$", re.MULTILINE)
 INPUT = re.compile(r"^[ \t]*Action[ \t]+Input[ \t]*:[ \t]*", re.MULTILINE)
+FINAL = re.compile(r"^[ \t]*Final[ \t]+Answer[ \t]*:", re.MULTILINE | re.IGNORECASE)
 OBSERVATION = re.compile(r"^[ \t]*Observation[ \t]*:", re.MULTILINE)
 FORMAT = ("Thought: what you know and what to do next\n"
           "Action: the name of one tool\n"
@@ -42,8 +46,15 @@ class ReActModel:
         self.name = f"{inner.name}+react"
 
     def respond(self, messages: Sequence[Message], tools: Sequence[dict[str, Any]]) -> ModelResponse:
-        response = self.inner.respond(render(messages, tools), [])
-        message = parse_reply(response.message.text, call_id=f"react-{len(messages)}")
+        call_id = f"react-{len(messages)}"
+        try:
+            response = self.inner.respond(render(messages, tools), [])
+        except ModelTruncated as exc:
+            kept = parse_reply(exc.partial, call_id=call_id)
+            if not kept.tool_uses or kept.tool_uses[0].input.get(MALFORMED) is not None:
+                raise
+            return ModelResponse(message=kept, stop_reason="tool_use", usage=Usage(*exc.tokens))
+        message = parse_reply(response.message.text, call_id=call_id)
         stop: ModelStopReason = "tool_use" if message.tool_uses else "end_turn"
         return ModelResponse(message=message, stop_reason=stop, usage=response.usage, raw=response.raw)
 
@@ -89,8 +100,12 @@ def parse_reply(text: str, call_id: str) -> Message:
     if observed:
         text = text[: observed.start()]
     action = ACTION.search(text)
-    if action is None:
+    if action is None and (FINAL.search(text) or not text.strip()):
         return Message("assistant", (TextBlock(text.strip()),))
+    if action is None:
+        return Message("assistant", (TextBlock(text.strip()), malformed_call(
+            call_id, "?", text.strip(), "your reply has neither an Action nor a `Final Answer:`; to use a tool, "
+            f"write exactly:\n{FORMAT}\nor, when the task is done, write `Final Answer:` and a short summary")))
     thought = text[: action.start()].strip()
     name = action.group("name").strip()
     rest = text[action.end():]

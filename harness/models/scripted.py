@@ -67,7 +67,8 @@ class ScriptedModel:
         message = Message("assistant", content)
         if stop == "max_tokens":
             raise ModelTruncated(f"scripted turn {self.calls} of {self.source} is marked as cut by "
-                                 f"max_tokens: {message.text[:200]!r}")
+                                 f"max_tokens: {message.text[:200]!r}", partial=message.text,
+                                 tokens=(usage.input_tokens, usage.output_tokens))
         stop = stop or ("tool_use" if message.tool_uses else "end_turn")
         return ModelResponse(message=message, stop_reason=stop, usage=usage)
 

@@ -64,11 +64,25 @@ def test_cap_answers_the_last_turns_calls_and_says_the_agent_did_not_finish(cata
     assert_contract(result.messages)
 
 
-def test_stubborn_model_repeating_the_same_call_is_stopped_by_the_cap(catalog, ctx) -> None:
+def test_stubborn_model_repeating_the_same_call_is_told_so_then_stopped_as_stuck(catalog, ctx) -> None:
     stubborn = ScriptedModel([[call("list", folder="recipes/")] for _ in range(12)])
-    result = run_loop(stubborn, catalog, ctx, START, config(max_turns=5))
-    assert (result.stop_reason, result.turns) == ("cap", 5)
-    assert shelf(ctx).calls == {"list": 5} and stubborn.turns_left == 7
+    result = run_loop(stubborn, catalog, ctx, START, config(max_turns=10))
+    assert (result.stop_reason, result.turns) == ("stuck", 4)      # loop.max_repeats = 4
+    assert "sent the same call(s) 4 times in a row (loop.max_repeats 4)" in result.final_text
+    assert shelf(ctx).calls == {"list": 4} and stubborn.turns_left == 8
+    first, second = result.messages[3].tool_results[0], result.messages[5].tool_results[0]
+    assert "exact call" not in first.content
+    assert second.content.endswith("you have now made this exact call 2 times in a row, and repeating it will "
+                                   "not change its result. Do something else: another command, another file, "
+                                   "or an edit.")
+    assert_contract(result.messages)
+
+
+def test_stubborn_model_is_stopped_by_the_cap_when_it_comes_first(catalog, ctx) -> None:
+    stubborn = ScriptedModel([[call("list", folder="recipes/")] for _ in range(12)])
+    result = run_loop(stubborn, catalog, ctx, START, config(max_turns=3))
+    assert (result.stop_reason, result.turns) == ("cap", 3)
+    assert shelf(ctx).calls == {"list": 3}
     assert_contract(result.messages)
 
 

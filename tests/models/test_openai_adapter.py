@@ -11,7 +11,7 @@ from harness.config import ModelConfig
 from harness.errors import ModelError, ModelTruncated
 from harness.messages import Message, TextBlock, ToolResult, ToolUse, system, user
 from harness.models.base import MALFORMED
-from harness.models.openai import OpenAIModel
+from harness.models.openai import ChatDialect, OpenAIModel, build_request, parse_response
 from harness.models.react import ReActModel
 
 TOOLS = [{"name": "bash", "description": "Run a shell command.",
@@ -127,3 +127,38 @@ def test_react_over_a_compatible_server_sends_text_only_and_parses_the_action(pr
     assert body["messages"][3]["content"] == "Observation:\nsetup.py\n\nObservation (error):\nno such file"
     assert response.message.tool_uses == [ToolUse("react-4", "bash", {"command": "ls"})]
     assert response.message.text == "Thought: list files"
+
+
+def test_tools_go_with_tool_choice_auto_said_explicitly(provider) -> None:
+    provider.reply(200, _reply({"content": "ok"}))
+    _model(provider.url).respond(CONVERSATION, TOOLS)
+    provider.reply(200, _reply({"content": "ok"}))
+    _model(provider.url).respond(CONVERSATION, [])
+    with_tools, without = (r.body for r in provider.requests)
+    assert with_tools["tool_choice"] == "auto"   # llama-cpp-python shows the model no tools without it
+    assert "tool_choice" not in without and "tools" not in without
+
+
+def test_an_empty_reply_is_sent_back_with_empty_text_not_null() -> None:
+    request = build_request("m", [user("go"), Message("assistant", ()), user("again")], [], None)
+    assert request["messages"][1] == {"role": "assistant", "content": ""}
+
+
+def test_dialect_results_as_user_names_each_call_in_one_user_message() -> None:
+    request = build_request("m", CONVERSATION, TOOLS, None, dialect=ChatDialect(results_as_user=True))
+    roles = [m["role"] for m in request["messages"]]
+    assert roles == ["system", "user", "assistant", "user"]
+    assert request["messages"][3]["content"] == ("Result of call call_1:\nsetup.py\n\n"
+                                                 "Result of call call_2 (error):\nERROR: no such file")
+
+
+def test_dialect_system_as_user_puts_the_system_text_atop_the_first_user_message() -> None:
+    request = build_request("m", CONVERSATION[:2], [], None, dialect=ChatDialect(system_as_user=True))
+    assert request["messages"] == [{"role": "user", "content": "You repair code.\n\nFix the bug."}]
+
+
+def test_a_cut_response_carries_its_text_and_tokens() -> None:
+    with pytest.raises(ModelTruncated) as info:
+        parse_response(_reply({"content": "Thought: x\nAction: bash\nAction Input: {\"command\": \"ls\"}\nObs"},
+                              finish="length"))
+    assert info.value.partial.startswith("Thought: x\nAction: bash") and info.value.tokens == (20, 4)

@@ -25,9 +25,25 @@ def test_an_observation_the_model_writes_itself_is_not_believed() -> None:
     assert "4 passed" not in str(message.to_dict()) and "Final Answer" not in message.text
 
 
-def test_invented_observation_before_any_action_is_cut_too() -> None:
+def test_invented_observation_before_any_action_is_cut_too_and_the_format_asked_for() -> None:
     message = parse_reply("Thought: I ran it\nObservation: all tests pass\nFinal Answer: done", "r-2")
-    assert message.text == "Thought: I ran it" and not message.tool_uses
+    assert message.text == "Thought: I ran it"
+    [call] = message.tool_uses      # what is left has neither an Action nor a Final Answer
+    assert call.input[MALFORMED]["raw"] == "Thought: I ran it"
+    assert call.input[MALFORMED]["error"].startswith("your reply has neither an Action nor a `Final Answer:`")
+
+
+def test_text_with_neither_action_nor_final_answer_gets_the_format_and_how_to_finish() -> None:
+    message = parse_reply("To fix this I would run the tests. To fix this I would run the tests.", "r-6")
+    [call] = message.tool_uses
+    assert call.id == "r-6" and call.name == "?"
+    error = call.input[MALFORMED]["error"]
+    assert "Action: the name of one tool\nAction Input: one JSON object" in error
+    assert "write `Final Answer:` and a short summary" in error
+
+
+def test_an_empty_reply_is_left_to_the_loop() -> None:
+    assert parse_reply("  \n", "r-8").content == (TextBlock(""),)
 
 
 def test_no_action_is_the_final_answer() -> None:
