@@ -8,8 +8,8 @@ Per tool format, one server (`local:gemma3-270m`, started by `open_model` as `ha
 serves `--sessions` real sessions (`run_session`: Docker sandbox, full tool catalog, the task's tests)
 on the shipped tasks in turn. Printed per format:
 
-- tokens/s: output tokens of a plain 128-token completion over its time (generation speed), and over
-  the sessions, output tokens per model-second (prompt processing included: what a session feels);
+- tokens/s: generation and prompt processing, from llama.cpp's own timings of every request, and
+  output and input tokens per model-second of the sessions (what a session feels);
 - seconds per turn: model time per turn and loop wall time per turn;
 - replies: the share of turns with a well-formed tool call (every call of the turn known, JSON
   arguments that match its schema), and the rest: malformed calls (by error kind), empty replies,
@@ -28,6 +28,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -42,7 +43,7 @@ sys.path.insert(0, str(REPO))
 
 from harness.config import Config, load  # noqa: E402
 from harness.core.task import load_task  # noqa: E402
-from harness.messages import Message, user  # noqa: E402
+from harness.messages import Message  # noqa: E402
 from harness.models.factory import open_model  # noqa: E402
 from harness.models.react import ReActModel  # noqa: E402
 from harness.session import run_session, session_image  # noqa: E402
@@ -77,11 +78,21 @@ def valid(messages: list[Message], path: Path) -> bool:
     return load_trajectory(path) == messages
 
 
-def generation_speed(model: Any) -> float:
+EVAL = re.compile(r"^llama_perf_context_print:\s+eval time =\s+([\d.]+) ms /\s+(\d+) runs", re.MULTILINE)
+TOTAL = re.compile(r"^llama_perf_context_print:\s+total time =\s+([\d.]+) ms /\s+(\d+) tokens", re.MULTILINE)
+
+
+def server_speed(model: Any) -> dict[str, float]:
+    """Generation and prompt tokens per second over every request, from llama.cpp's own timings."""
     inner = model.inner if isinstance(model, ReActModel) else model
-    started = time.monotonic()
-    response = inner.respond([user("Count from 1 to 200, one number per line.")], [])
-    return response.usage.output_tokens / (time.monotonic() - started)
+    log = inner.server.output()
+    evals = [(float(ms), int(n)) for ms, n in EVAL.findall(log)]
+    totals = [(float(ms), int(n)) for ms, n in TOTAL.findall(log)]
+    gen_ms, gen_n = sum(ms for ms, _ in evals), sum(n for _, n in evals)
+    all_ms, all_n = sum(ms for ms, _ in totals), sum(n for _, n in totals)
+    return {"generation_tokens_per_s": round(1000 * gen_n / gen_ms, 1) if gen_ms else 0.0,
+            "prompt_tokens_per_s": round(1000 * (all_n - gen_n) / (all_ms - gen_ms), 1) if all_ms > gen_ms else 0.0,
+            "requests": len(totals)}
 
 
 def run_format(fmt: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
@@ -94,13 +105,13 @@ def run_format(fmt: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
     images = {t.id: session_image(t, config) for t in tasks}
     sessions: list[dict[str, Any]] = []
     with open_model(SPEC, config, secrets, say=lambda m: print(f"  [{fmt}] {m}", file=sys.stderr)) as model:
-        speed = generation_speed(model)
         for n in range(args.sessions):
             task = tasks[n % len(tasks)]
             sessions.append(one_session(task, model, config, images[task.id], out / f"{fmt}-{n:02d}-{task.id}"))
             s = sessions[-1]
             print(f"  [{fmt}] {n + 1}/{args.sessions} {task.id}: {s['stop_reason']} after {s['turns']} turn(s), "
                   f"{s['wall']:.0f}s", file=sys.stderr)
+        speed = server_speed(model)
     return summarize(fmt, speed, sessions)
 
 
@@ -115,7 +126,7 @@ def one_session(task: Any, model: Any, config: Config, image: str, out: Path) ->
     attempt = outcome.attempt_results[-1]
     messages = load_trajectory(out / "trajectory.jsonl")
     truncated = 1 if outcome.stop_reason == "truncated" else 0
-    return {"task": task.id, "stop_reason": outcome.stop_reason, "turns": outcome.turns,
+    return {"task": task.id, "stop_reason": outcome.stop_reason, "turns": outcome.turns + truncated,
             "wall": time.monotonic() - started, "kinds": dict(classify(messages) + Counter(cut=truncated)),
             "valid": valid(attempt.loop.messages, out / "trajectory.jsonl"),
             "output_tokens": outcome.usage.output_tokens, "input_tokens": outcome.usage.input_tokens,
@@ -123,14 +134,14 @@ def one_session(task: Any, model: Any, config: Config, image: str, out: Path) ->
             "tests_passed": outcome.tests_passed}
 
 
-def summarize(fmt: str, speed: float, sessions: list[dict[str, Any]]) -> dict[str, Any]:
+def summarize(fmt: str, speed: dict[str, float], sessions: list[dict[str, Any]]) -> dict[str, Any]:
     kinds: Counter[str] = Counter()
     for s in sessions:
         kinds.update(s["kinds"])
     replies = sum(kinds.values()) or 1
     turns = sum(s["turns"] for s in sessions) or 1
     model_seconds = sum(s["model_seconds"] for s in sessions) or 1e-9
-    return {"format": fmt, "sessions": len(sessions), "generation_tokens_per_s": round(speed, 1),
+    return {"format": fmt, "sessions": len(sessions), **speed,
             "session_output_tokens_per_model_s": round(sum(s["output_tokens"] for s in sessions) / model_seconds, 1),
             "session_input_tokens_per_model_s": round(sum(s["input_tokens"] for s in sessions) / model_seconds, 1),
             "model_s_per_turn": round(model_seconds / turns, 2),
@@ -159,9 +170,10 @@ def print_report(results: list[dict[str, Any]], args: argparse.Namespace) -> Non
           f"max {args.max_turns} turns, {args.max_seconds:.0f}s budget each")
     for r in results:
         print(f"\n== {r['format']} ({r['sessions']} sessions, {r['turns']} turns)")
-        print(f"generation: {r['generation_tokens_per_s']} tokens/s; in sessions: "
+        print(f"llama.cpp over {r['requests']} requests: generation {r['generation_tokens_per_s']} tokens/s, "
+              f"prompt {r['prompt_tokens_per_s']} tokens/s; per model-second of the sessions: "
               f"{r['session_output_tokens_per_model_s']} output and {r['session_input_tokens_per_model_s']} "
-              "input tokens per model-second")
+              "input tokens")
         print(f"seconds per turn: {r['model_s_per_turn']} model, {r['loop_s_per_turn']} loop")
         print(f"well-formed tool call in {100 * r['well_formed_call_share']:.0f}% of replies; replies: {r['replies']}")
         print(f"stop reasons: {r['stop_reasons']}; raised: {r['raised']}; longest session {r['longest_session_s']}s; "

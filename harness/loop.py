@@ -149,6 +149,7 @@ class AgentLoop:
         try:
             return self.model.respond(window, self.catalog.specs())
         except ModelTruncated as exc:
+            self.usage = self.usage + Usage(*exc.tokens)     # spent, though nothing of it is kept
             raise _Stop("truncated", str(exc)) from exc
         except ModelError as exc:
             raise _Stop("error", str(exc)) from exc

@@ -53,7 +53,7 @@ class LocalServer:
                  python: str = sys.executable) -> None:
         self.model_path, self.chat_format, self.n_ctx, self.alias = model_path, chat_format, n_ctx, alias
         self.port = check_port(port) if port is not None else free_port()
-        self.threads = threads or os.cpu_count() or 1
+        self.threads = threads   # None: llama-cpp-python's default (half the CPUs), measured faster on 2 shared cores
         self.start_timeout, self.python = start_timeout, python
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -65,7 +65,7 @@ class LocalServer:
     def command(self) -> list[str]:
         return [self.python, "-m", "llama_cpp.server", "--model", str(self.model_path), "--model_alias", self.alias,
                 "--host", "127.0.0.1", "--port", str(self.port), "--chat_format", self.chat_format,
-                "--n_ctx", str(self.n_ctx), "--n_threads", str(self.threads)]
+                "--n_ctx", str(self.n_ctx), *(["--n_threads", str(self.threads)] if self.threads else [])]
 
     def __enter__(self) -> LocalServer:
         self.start()
@@ -120,15 +120,20 @@ class LocalServer:
             return False
 
     def output_tail(self, lines: int = 20) -> str:
-        """The last lines the server printed (hostile-free but unescaped: print it through an escaper)."""
+        """The last lines the server printed (unescaped: print it through the escaper)."""
+        return "\n".join(self.output(16_000).splitlines()[-lines:])
+
+    def output(self, max_bytes: int | None = None) -> str:
+        """What the server printed so far (its last `max_bytes` bytes), e.g. llama.cpp's per-request timings."""
         if self._log is None:
             return ""
         self._log.flush()
         self._log.seek(0, os.SEEK_END)
         size = self._log.tell()
-        self._log.seek(max(0, size - 16_000))
+        self._log.seek(0 if max_bytes is None else max(0, size - max_bytes))
         text = self._log.read().decode("utf-8", "replace")
-        return "\n".join(text.splitlines()[-lines:])
+        self._log.seek(0, os.SEEK_END)
+        return text
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
