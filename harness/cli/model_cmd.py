@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _serve(args: argparse.Namespace) -> int:
     config, _ = load()
     config = config.replace(model=dataclasses.replace(config.model, tool_format=args.tool_format))
-    server = server_for(args.name, config, model_path=args.model_path, port=args.port)
+    server = server_for(args.name, config, model_path=args.model_path, port=args.port, say=stderr_progress("model"))
     try:   # the server's process group is stopped on the way out, whatever ends this
         server.start(stderr_progress("model"))
         print_safe(sys.stdout, f"serving {args.name} at {server.base_url} (chat format {server.chat_format}); "

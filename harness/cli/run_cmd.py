@@ -29,7 +29,7 @@ from harness.errors import ConfigError, TaskError
 from harness.inplace import RepoTask, read_problem, repo_task, selection_lines, write_base
 from harness.loop import StepEvent, StopReason
 from harness.mcp.specs import parse_server, start_servers
-from harness.models.factory import open_model, resolve_auto
+from harness.models.factory import make_model, resolve_auto, running
 from harness.outputs import record_output
 from harness.session import SessionOutcome, run_session, session_image
 from sandbox.text import escape_ident
@@ -240,9 +240,10 @@ def default_out(task: Task, repo: RepoTask | None = None, config: Config | None 
 def execute(task: Task, config: Config, secrets: Secrets, out: Path, *,
             resume_from: Path | None = None) -> SessionOutcome:
     """Make the model, build the images if needed, run the session with live progress on stderr."""
+    model = make_model(config.model.spec, config, secrets, task=task)     # a bad spec fails before any build
     record_output(config.approval.state_dir, out)      # so `harness web` finds it wherever it is
     image = session_image(task, config, progress=stderr_progress("environment"))
-    with open_model(config.model.spec, config, secrets, task=task, say=stderr_progress("model")) as model, \
+    with running(model, say=stderr_progress("model")), \
             LiveProgress(task, model.name, spinner=_may_prompt(config) is False) as progress:
         return run_session(task, model, config, out, image=image, secrets=secrets, progress=progress,
                            resume_from=resume_from)

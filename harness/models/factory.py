@@ -62,7 +62,13 @@ def make_model(spec: str, config: Config, secrets: Secrets, *, task: Task | None
 def open_model(spec: str, config: Config, secrets: Secrets, *, task: Task | None = None,
                say: Callable[[str], None] = lambda _m: None) -> Iterator[Model]:
     """`make_model` for the length of a `with` block: a local model's server runs only inside it."""
-    model = make_model(spec, config, secrets, task=task)
+    with running(make_model(spec, config, secrets, task=task), say) as model:
+        yield model
+
+
+@contextmanager
+def running(model: Model, say: Callable[[str], None] = lambda _m: None) -> Iterator[Model]:
+    """`model`, with its local server (if it has one) started on the way in and stopped on the way out."""
     local = model.inner if isinstance(model, ReActModel) else model
     if not isinstance(local, LocalModel):
         yield model

