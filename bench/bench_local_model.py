@@ -14,6 +14,8 @@ on the shipped tasks in turn. Printed per format:
 - replies: the share of turns with a well-formed tool call (every call of the turn known, JSON
   arguments that match its schema), and the rest: malformed calls (by error kind), empty replies,
   text (the end), cut replies;
+- a probe: `--probe` one-turn requests with a short prompt and the bash tool alone, the same
+  counts: what the model does in this format when the prompt is small;
 - stop reasons over the sessions, sessions that raised (a traceback: the goal is 0), the longest
   session against its budget, and whether every trajectory is valid (each call answered in the next
   message, the file reads back equal) and so resumable.
@@ -41,12 +43,17 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from jsonschema import Draft202012Validator  # noqa: E402
+
 from harness.config import Config, load  # noqa: E402
 from harness.core.task import load_task  # noqa: E402
-from harness.messages import Message  # noqa: E402
+from harness.errors import ModelTruncated  # noqa: E402
+from harness.messages import Message, system, user  # noqa: E402
+from harness.models.base import MALFORMED  # noqa: E402
 from harness.models.factory import open_model  # noqa: E402
 from harness.models.react import ReActModel  # noqa: E402
 from harness.session import run_session, session_image  # noqa: E402
+from harness.tools.shell.bash import bash_tool  # noqa: E402
 from harness.trajectory import load_trajectory  # noqa: E402
 
 MALFORMED_KINDS = ("parsing", "unknown_tool", "validation")
@@ -79,6 +86,7 @@ def valid(messages: list[Message], path: Path) -> bool:
 
 
 EVAL = re.compile(r"^llama_perf_context_print:\s+eval time =\s+([\d.]+) ms /\s+(\d+) runs", re.MULTILINE)
+PROMPT = re.compile(r"^llama_perf_context_print: prompt eval time =\s+([\d.]+) ms /\s+(\d+) tokens", re.MULTILINE)
 TOTAL = re.compile(r"^llama_perf_context_print:\s+total time =\s+([\d.]+) ms /\s+(\d+) tokens", re.MULTILINE)
 
 
@@ -88,11 +96,42 @@ def server_speed(model: Any) -> dict[str, float]:
     log = inner.server.output()
     evals = [(float(ms), int(n)) for ms, n in EVAL.findall(log)]
     totals = [(float(ms), int(n)) for ms, n in TOTAL.findall(log)]
+    # a prompt served from the cache is timed at ~0 ms: only prompts that were evaluated count
+    prompts = [(float(ms), int(n)) for ms, n in PROMPT.findall(log) if float(ms) > 1.0]
     gen_ms, gen_n = sum(ms for ms, _ in evals), sum(n for _, n in evals)
+    prompt_ms, prompt_n = sum(ms for ms, _ in prompts), sum(n for _, n in prompts)
     all_ms, all_n = sum(ms for ms, _ in totals), sum(n for _, n in totals)
     return {"generation_tokens_per_s": round(1000 * gen_n / gen_ms, 1) if gen_ms else 0.0,
-            "prompt_tokens_per_s": round(1000 * (all_n - gen_n) / (all_ms - gen_ms), 1) if all_ms > gen_ms else 0.0,
+            "prompt_tokens_per_s": round(1000 * prompt_n / prompt_ms, 1) if prompt_ms else 0.0,
+            "request_tokens_per_s": round(1000 * all_n / all_ms, 1) if all_ms else 0.0,
             "requests": len(totals)}
+
+
+PROBE_SYSTEM = "You fix bugs in the project in /workspace. Use the bash tool to look at the files and run the tests."
+
+
+def probe(model: Any, tasks: list[Any], n: int, config: Config) -> dict[str, Any]:
+    """`n` one-turn requests with a short prompt and the bash tool alone: what the model can do in this
+    format when the prompt is small (the sessions send the whole catalog and the harness's prompt)."""
+    spec = bash_tool(config.tools).spec()
+    validator = Draft202012Validator(spec["input_schema"])
+    kinds: Counter[str] = Counter()
+    started = time.monotonic()
+    for i in range(n):
+        task = tasks[i % len(tasks)]
+        try:
+            reply = model.respond([system(PROBE_SYSTEM), user(task.problem_statement.strip())], [spec]).message
+        except ModelTruncated:
+            kinds["cut"] += 1
+            continue
+        if not reply.tool_uses:
+            kinds["empty" if not reply.text.strip() else "text"] += 1
+            continue
+        c = reply.tool_uses[0]
+        ok = c.name == "bash" and MALFORMED not in c.input and not list(validator.iter_errors(c.input))
+        kinds["call" if ok else "malformed"] += 1
+    return {"requests": n, "replies": dict(kinds), "well_formed_call_share": round(kinds["call"] / max(n, 1), 3),
+            "seconds_per_request": round((time.monotonic() - started) / max(n, 1), 2)}
 
 
 def run_format(fmt: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
@@ -112,7 +151,8 @@ def run_format(fmt: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
             print(f"  [{fmt}] {n + 1}/{args.sessions} {task.id}: {s['stop_reason']} after {s['turns']} turn(s), "
                   f"{s['wall']:.0f}s", file=sys.stderr)
         speed = server_speed(model)
-    return summarize(fmt, speed, sessions)
+        probed = probe(model, tasks, args.probe, config) if args.probe else {}
+    return {**summarize(fmt, speed, sessions), "probe": probed}
 
 
 def one_session(task: Any, model: Any, config: Config, image: str, out: Path) -> dict[str, Any]:
@@ -152,7 +192,6 @@ def summarize(fmt: str, speed: dict[str, float], sessions: list[dict[str, Any]])
             "raised": sum(1 for s in sessions if s["stop_reason"] == "raised"),
             "longest_session_s": round(max((s["wall"] for s in sessions), default=0.0), 1),
             "all_trajectories_valid": all(s["valid"] for s in sessions),
-            "tests_passed": sum(1 for s in sessions if s.get("tests_passed")),
             "tracebacks": [s["traceback"] for s in sessions if "traceback" in s]}
 
 
@@ -171,13 +210,19 @@ def print_report(results: list[dict[str, Any]], args: argparse.Namespace) -> Non
     for r in results:
         print(f"\n== {r['format']} ({r['sessions']} sessions, {r['turns']} turns)")
         print(f"llama.cpp over {r['requests']} requests: generation {r['generation_tokens_per_s']} tokens/s, "
-              f"prompt {r['prompt_tokens_per_s']} tokens/s; per model-second of the sessions: "
+              f"prompt evaluation {r['prompt_tokens_per_s']} tokens/s, prompt and output tokens per second of "
+              f"request time {r['request_tokens_per_s']}; per model-second of the sessions: "
               f"{r['session_output_tokens_per_model_s']} output and {r['session_input_tokens_per_model_s']} "
               "input tokens")
         print(f"seconds per turn: {r['model_s_per_turn']} model, {r['loop_s_per_turn']} loop")
         print(f"well-formed tool call in {100 * r['well_formed_call_share']:.0f}% of replies; replies: {r['replies']}")
         print(f"stop reasons: {r['stop_reasons']}; raised: {r['raised']}; longest session {r['longest_session_s']}s; "
-              f"trajectories valid: {r['all_trajectories_valid']}; tests passed: {r['tests_passed']}")
+              f"trajectories valid: {r['all_trajectories_valid']}")
+        if r["probe"]:
+            p = r["probe"]
+            print(f"short prompt, bash tool only ({p['requests']} one-turn requests): well-formed tool call in "
+                  f"{100 * p['well_formed_call_share']:.0f}%; replies: {p['replies']}; "
+                  f"{p['seconds_per_request']}s each")
         for tb in r["tracebacks"]:
             print(tb)
 
@@ -189,6 +234,7 @@ def main() -> int:
     parser.add_argument("--max-turns", type=int, default=8)
     parser.add_argument("--max-seconds", type=float, default=300.0, help="wall-time budget of each session")
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "bench-local-model")
+    parser.add_argument("--probe", type=int, default=10, help="one-turn requests with a short prompt per format")
     parser.add_argument("--install-only", action="store_true", help="only time the extra's build in a fresh venv")
     args = parser.parse_args()
     if args.install_only:

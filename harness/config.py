@@ -67,7 +67,7 @@ class LoopConfig:
 @dataclass(frozen=True)
 class ModelConfig:
     spec: str = "auto"            # provider:model, scripted:PATH, gold, empty; auto picks by API key
-    tool_format: str = "native"   # native | react
+    tool_format: str = "auto"     # auto | native | react; auto: native, but a local model's own choice
     base_url: str | None = None
     temperature: float | None = None   # None: the provider's default (some models accept no other)
     max_retries: int = 4          # retries of a transient API failure (429, 5xx, timeout, connection)

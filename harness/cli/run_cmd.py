@@ -92,7 +92,9 @@ def add_session_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="anthropic:MODEL, openai:MODEL, local:gemma3-270m, scripted:PATH, gold, empty "
                                    "(default: HARNESS_MODEL, else by the API key found)")
     p.add_argument("--max-turns", type=int, help="model calls per attempt (default 40)")
-    p.add_argument("--tool-format", choices=["native", "react"], help="native tool calls or a ReAct text prompt")
+    p.add_argument("--tool-format", choices=["auto", "native", "react"],
+                   help="native tool calls or a ReAct text prompt; auto (default): native, except for local: "
+                        "models, which use the format that measured better (docs/loop.md)")
     p.add_argument("--attempts", type=int, help="Reflexion: attempts while the tests fail (default 1)")
     p.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://localhost:8000/v1")
     p.add_argument("--approve", choices=["auto", *APPROVAL_MODES],

@@ -4,7 +4,8 @@ Specs: ``anthropic:MODEL``, ``openai:MODEL``, ``local:NAME`` (a packaged model s
 harness.models.local), ``scripted:PATH`` (a file, or a script shipped in harness/data/scripts),
 ``gold`` and ``empty`` (reference models for evaluation, need a task), and ``auto``: Anthropic when
 ANTHROPIC_API_KEY is set, else OpenAI when OPENAI_API_KEY (or a base URL) is. With
-``model.tool_format = "react"`` the model is wrapped in the ReAct text protocol.
+``model.tool_format = "react"`` the model is wrapped in the ReAct text protocol; ``"auto"`` is native
+tool calls, except for local models (`tool_format`).
 
 `open_model` is how a run gets its model: a `local:` model's server is started on the way in and
 stopped on the way out, whatever ends the run.
@@ -12,6 +13,7 @@ stopped on the way out, whatever ends the run.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -21,7 +23,7 @@ from harness.errors import ConfigError
 from harness.models import gold
 from harness.models.anthropic import AnthropicModel
 from harness.models.base import Model
-from harness.models.local import LocalModel
+from harness.models.local import LocalModel, local_spec
 from harness.models.openai import OpenAIModel
 from harness.models.react import ReActModel
 from harness.models.scripted import ScriptedModel
@@ -30,7 +32,7 @@ DEFAULT_ANTHROPIC = "claude-sonnet-4-5"
 DEFAULT_OPENAI = "gpt-4.1"
 EXAMPLES = ("anthropic:claude-sonnet-4-5, openai:gpt-4.1, local:gemma3-270m, scripted:path/to/script.json, "
             "gold, empty")
-TOOL_FORMATS = ("native", "react")
+TOOL_FORMATS = ("auto", "native", "react")
 
 
 def resolve_auto(spec: str, config: Config, secrets: Secrets) -> str:
@@ -46,14 +48,26 @@ def resolve_auto(spec: str, config: Config, secrets: Secrets) -> str:
                       "--model scripted:wordcount-fix (the scripted demo run that ships with harness)")
 
 
+def tool_format(spec: str, config: Config) -> str:
+    """config.model.tool_format made concrete: "auto" is native, except for a local model, whose spec
+    names the format that measured better (harness.models.local, docs/loop.md)."""
+    chosen = config.model.tool_format
+    if chosen not in TOOL_FORMATS:
+        raise ConfigError(f"tool format {chosen!r} is unknown; expected one of {list(TOOL_FORMATS)}, "
+                          "e.g. --tool-format react")
+    if chosen != "auto":
+        return chosen
+    provider, _, name = spec.partition(":")
+    return local_spec(name).default_format if provider == "local" else "native"
+
+
 def make_model(spec: str, config: Config, secrets: Secrets, *, task: Task | None = None) -> Model:
-    """The Model for `spec`, wrapped for ReAct when config.model.tool_format is "react"."""
+    """The Model for `spec`, wrapped for ReAct when the tool format (`tool_format`) is "react"."""
     spec = resolve_auto(spec, config, secrets)
-    if config.model.tool_format not in TOOL_FORMATS:
-        raise ConfigError(f"tool format {config.model.tool_format!r} is unknown; expected one of "
-                          f"{list(TOOL_FORMATS)}, e.g. --tool-format react")
+    fmt = tool_format(spec, config)
+    config = config.replace(model=dataclasses.replace(config.model, tool_format=fmt))
     model = _make(spec, config, secrets, task)
-    if config.model.tool_format == "react" and spec not in ("gold", "empty"):
+    if fmt == "react" and spec not in ("gold", "empty"):
         return ReActModel(model)
     return model
 

@@ -36,6 +36,7 @@ class LocalModelSpec:
     n_ctx: int = 8192               # context window the server allocates (prompt + response)
     max_tokens: int = 512           # response cap: a small model repeating itself is cut here, not at 8192
     dialects: dict[str, ChatDialect] = field(default_factory=dict)   # tool format -> what its chat format drops
+    default_format: str = "native"  # the tool format of --tool-format auto: the one that measured better
 
 
 LOCAL_MODELS: dict[str, LocalModelSpec] = {
@@ -108,12 +109,13 @@ def server_for(name: str, config: Config, *, model_path: Path | None = None, por
     """The (not yet started) server of local model `name` for config.model.tool_format."""
     spec = local_spec(name)
     require_installed(None if model_path else spec)
-    tool_format = config.model.tool_format
+    tool_format = spec.default_format if config.model.tool_format == "auto" else config.model.tool_format
     if tool_format not in spec.chat_formats:
         raise ConfigError(f"local model {name!r} has no chat format for tool format {tool_format!r}; expected one "
                           f"of {sorted(spec.chat_formats)}, e.g. --tool-format native")
     path = check_gguf(model_path) if model_path else model_file(name, config.approval.state_dir / "models", say)
-    return LocalServer(path, chat_format=spec.chat_formats[tool_format], n_ctx=spec.n_ctx, port=port, alias=name)
+    return LocalServer(path, chat_format=spec.chat_formats[tool_format], n_ctx=spec.n_ctx, port=port, alias=name,
+                       tool_format=tool_format)
 
 
 class LocalModel:
@@ -136,7 +138,7 @@ class LocalModel:
         self.server = server
         self._client = OpenAIModel(self.model_name, api_key=None, config=self.config.model,
                                    max_tokens=self.max_tokens, base_url=server.base_url,
-                                   dialect=self.spec.dialects.get(self.config.model.tool_format))
+                                   dialect=self.spec.dialects.get(server.tool_format))
 
     def close(self) -> None:
         server, self.server, self._client = self.server, None, None

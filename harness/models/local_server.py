@@ -50,11 +50,12 @@ class LocalServer:
 
     def __init__(self, model_path: Path, *, chat_format: str, n_ctx: int, port: int | None = None,
                  alias: str = "local", threads: int | None = None, start_timeout: float = 180.0,
-                 python: str = sys.executable) -> None:
+                 python: str = sys.executable, tool_format: str = "") -> None:
         self.model_path, self.chat_format, self.n_ctx, self.alias = model_path, chat_format, n_ctx, alias
         self.port = check_port(port) if port is not None else free_port()
         self.threads = threads   # None: llama-cpp-python's default (half the CPUs), measured faster on 2 shared cores
         self.start_timeout, self.python = start_timeout, python
+        self.tool_format = tool_format   # the harness's tool format this chat format serves, for its caller
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 

@@ -12,7 +12,8 @@ import pytest
 from harness.config import Config, Secrets
 from harness.core.task import load_task
 from harness.errors import ConfigError
-from harness.models.factory import make_model, resolve_auto
+from harness.models.factory import make_model, resolve_auto, tool_format
+from harness.models.local import LOCAL_MODELS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NO_KEYS = Secrets()
@@ -52,7 +53,8 @@ def test_missing_key_and_unknown_provider_are_explained() -> None:
     with pytest.raises(ConfigError, match=r"model spec 'claude' is not PROVIDER:NAME"):
         make_model("claude", Config(), NO_KEYS)
     bad = Config().replace(model=dataclasses.replace(Config().model, tool_format="xml"))
-    with pytest.raises(ConfigError, match=r"tool format 'xml' is unknown; expected one of \['native', 'react'\]"):
+    with pytest.raises(ConfigError, match=r"tool format 'xml' is unknown; expected one of "
+                                          r"\['auto', 'native', 'react'\]"):
         make_model("scripted:wordcount-fix", bad, NO_KEYS)
 
 
@@ -74,3 +76,12 @@ def test_missing_sdk_fails_with_the_exact_pip_install_line(sdk: str, spec: str, 
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT)
     assert proc.returncode == 1
     assert f"ConfigError: the {sdk} SDK is not installed; run: {install}" in proc.stderr
+
+
+def test_auto_tool_format_is_native_except_where_a_local_model_measured_otherwise() -> None:
+    cfg = Config()
+    assert cfg.model.tool_format == "auto"
+    assert tool_format("scripted:wordcount-fix", cfg) == "native"
+    assert make_model("scripted:wordcount-fix", cfg, NO_KEYS).name == "scripted:wordcount-fix"
+    assert tool_format("local:gemma3-270m", cfg) == LOCAL_MODELS["gemma3-270m"].default_format
+    assert tool_format("local:gemma3-270m", _react(cfg)) == "react"     # an explicit choice wins
