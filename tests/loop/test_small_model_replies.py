@@ -13,12 +13,15 @@ import pytest
 from loopworld import call, config, make_ctx, shelf, text
 from test_loop_contract import START, assert_contract
 
+from harness.config import ToolsConfig
 from harness.loop import EMPTY_REPLY, run_loop
 from harness.messages import Message
 from harness.models.base import ModelResponse
 from harness.models.openai import parse_response
 from harness.models.react import ReActModel
 from harness.models.scripted import ScriptedModel
+from harness.tools.catalog import Catalog
+from harness.tools.shell.bash import bash_tool
 from harness.trajectory import TrajectoryWriter, load_trajectory
 
 
@@ -132,3 +135,20 @@ def test_the_same_call_again_and_again_is_noted_then_stopped(catalog) -> None:
     assert result.stop_reason == "stuck"
     notes = [content for _, _, content in _results(result.messages)]
     assert ["made this exact call" in n for n in notes] == [False, True, True, True]
+
+
+def test_bash_calls_with_the_timeouts_the_model_sent_are_refused_with_the_range(tmp_path: Path) -> None:
+    catalog = Catalog([bash_tool(ToolsConfig())])      # validation comes first: nothing reaches a sandbox
+    model = RecordedServer([
+        _chat(calls=[("bash", '{"command": "python -m pytest -q tests/test_core.py", "timeout": 60000}')]),
+        _chat(calls=[("bash", '{"command": "my_name.bash", "timeout": 1200000000000000}')]),
+        _chat("I cannot run it."),
+    ])
+    result = run_loop(model, catalog, make_ctx(), START, config())
+    first, second = _results(result.messages)
+    for is_error, kind, content in (first, second):
+        assert (is_error, kind) == (True, "validation")
+        assert "`timeout`: got " in content and "expected a number <= 3600" in content
+        assert content.endswith('A correct call: bash({"command": "python -m pytest -q", "timeout": 300})')
+    assert "got 60000" in first[2] and "got 1200000000000000" in second[2]
+    assert result.stop_reason == "end"

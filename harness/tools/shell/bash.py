@@ -100,4 +100,4 @@ def bash_tool(config: ToolsConfig) -> Tool:
         "additionalProperties": False,
     }
     return Tool(name="bash", description=DESCRIPTION, parameters=parameters, effect=Effect.SANDBOX, function=run,
-                output_schema=OUTPUT_SCHEMA)
+                output_schema=OUTPUT_SCHEMA, example={"command": "python -m pytest -q", "timeout": 300})
