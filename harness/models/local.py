@@ -56,8 +56,9 @@ def local_spec(name: str) -> LocalModelSpec:
 
 
 def missing_modules(spec: LocalModelSpec | None = None) -> list[str]:
-    """The modules of the `local` extra that are not installed (the weights' package when `spec` is given)."""
-    names = [*SERVER_MODULES, *([spec.package] if spec else [])]
+    """The modules of the `local` extra that are not installed: the server's, the OpenAI SDK that talks to
+    it, and the weights' package when `spec` is given."""
+    names = [*SERVER_MODULES, "openai", *([spec.package] if spec else [])]
     return [n for n in names if importlib.util.find_spec(n) is None]
 
 
