@@ -219,6 +219,10 @@ function stepCard(step, ref) {
   if (meta.stop_reason) title.push(meta.stop_reason);
   const card = el("article", {class: "step role-" + step.role, id: "step-" + step.index, "data-index": String(step.index)},
                   el("div", {class: "step-title", text: title.join(" · ")}));
+  if (!step.blocks.length) {
+    card.appendChild(el("p", {class: "empty", text: step.role === "assistant" ? "(an empty reply: no text, no tool call)"
+                                                                            : "(no content)"}));
+  }
   for (const block of step.blocks) {
     if (block.type === "text") {
       card.appendChild(foldedText(block, ref, step.index, "text"));
