@@ -20,8 +20,9 @@ export function runView(main, params) {
   const more = el("button", {id: "steps-more", class: "more", hidden: true, text: "load more steps"});
   const toEnd = el("button", {id: "steps-end", class: "more", hidden: true, text: "jump to the last steps"});
   const sentinel = el("div", {class: "sentinel"});
-  steps.append(headPart, el("div", {class: "gap"}, more, toEnd, sentinel), tailPart);
-  panes.trajectory = el("section", {id: "pane-trajectory"}, steps);
+  steps.append(headPart, el("div", {class: "gap"}, more, sentinel), tailPart);
+  // the jump sits above the steps, where appending steps never moves it
+  panes.trajectory = el("section", {id: "pane-trajectory"}, el("div", {class: "tabs"}, toEnd), steps);
   panes.patch = el("section", {id: "pane-patch", hidden: true});
   panes.tests = el("section", {id: "pane-tests", hidden: true});
   panes.result = el("section", {id: "pane-result", hidden: true});
