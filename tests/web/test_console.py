@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from selenium import webdriver
-from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException, TimeoutException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -53,9 +53,18 @@ def console(tmp_path: Path) -> Iterator[dict[str, Any]]:
 
 def wait(browser: webdriver.Chrome, condition: Callable[[webdriver.Chrome], Any], timeout: float = 30,
          what: str = "") -> Any:
-    return WebDriverWait(browser, timeout, poll_frequency=0.1,
-                         ignored_exceptions=(StaleElementReferenceException, NoSuchElementException)).until(
-        condition, message=what)
+    try:
+        return WebDriverWait(browser, timeout, poll_frequency=0.1,
+                             ignored_exceptions=(StaleElementReferenceException, NoSuchElementException)).until(
+            condition, message=what)
+    except TimeoutException as exc:      # say what the page showed, and what its scripts complained of
+        state = browser.execute_script(
+            "return [document.getElementById('status').textContent, location.hash, "
+            "document.querySelectorAll('#steps article.step').length]")
+        logs = [entry["message"] for entry in browser.get_log("browser")][-5:]
+        screenshot(browser, "failed-wait")
+        raise AssertionError(f"waited {timeout}s for {what or 'a condition'}; status, view, steps: {state}; "
+                             f"console: {logs}") from exc
 
 
 def open_view(browser: webdriver.Chrome, console: dict[str, Any], hash_: str) -> None:
