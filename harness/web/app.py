@@ -37,7 +37,7 @@ from starlette.routing import Route
 from harness.approval.queue import ApprovalQueue
 from harness.approval.records import Request as ApprovalRequest
 from harness.approval.records import UnknownRequest
-from harness.errors import ApprovalError
+from harness.errors import ApprovalError, HarnessError
 from harness.tools.outbound.preview import safe_ident, safe_text
 from harness.web import runs
 from harness.web.runs import NotFound, Roots, Trajectories
@@ -73,6 +73,10 @@ class Console:
     @property
     def csrf(self) -> str:
         return hmac.new(self.token.encode(), b"csrf", hashlib.sha256).hexdigest()
+
+
+class BadRequest(HarnessError):
+    """A request's parameter is missing or not of the expected form (400)."""
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -206,19 +210,21 @@ def make_app(console: Console) -> Starlette:
     def param(request: Request, name: str) -> str:
         value = request.query_params.get(name)
         if value is None:
-            raise NotFound(f"missing ?{name}=...; e.g. /api/run?ref=0/demo-20261201-101500")
+            raise BadRequest(f"missing ?{name}=...; e.g. /api/run?ref=0/demo-20261201-101500")
         return value
 
     def number(request: Request, name: str, default: int) -> int:
         value = request.query_params.get(name, str(default))
         if not value.isdigit():
-            raise NotFound(f"?{name}={safe_text(value)!r} is not a number; expected e.g. ?{name}=0")
+            raise BadRequest(f"?{name}={safe_text(value)!r} is not a number; expected e.g. ?{name}=0")
         return int(value)
 
     def api(view: Callable[[Request], Any]) -> Callable[[Request], Response]:
         def endpoint(request: Request) -> Response:
             try:
                 return JSONResponse(view(request))
+            except BadRequest as exc:
+                return _error(400, safe_text(str(exc)))
             except NotFound as exc:
                 return _error(404, safe_text(str(exc)))
         return endpoint

@@ -138,7 +138,9 @@ def test_the_guard_refuses_before_any_route_and_every_answer_is_locked_down(tmp_
         assert headers["cache-control"] == "no-store" and "server" not in {k.lower() for k in headers}
         assert _get(base + "/api/runs", {**signed, "Host": "evil.example"})[0] == 421
         assert _get(base + "/api/run?ref=0/../..", signed)[0] == 404
-        assert _get(base + "/api/steps?ref=0/r&start=-1", signed)[0] == 404
+        status, _, body = _get(base + "/api/steps?ref=0/r&start=-1", signed)
+        assert status == 400 and "'-1' is not a number; expected e.g. ?start=0" in body
+        assert _get(base + "/api/run", signed)[0] == 400
         assert _get(base + "/api/state", signed)[0] == 404          # no approvals view on this server
         status, _, body = _get(base + "/api/decide", {**signed, "Origin": base, "Content-Type": "application/json"},
                                b"{}")
