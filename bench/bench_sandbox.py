@@ -4,8 +4,9 @@
 
 Prints p50/p95 of one trivial command (`true`) through the harness `bash` tool (channel, capture
 and observation formatting included), back to back and 50 ms apart (the channel starts the next
-command's bash after answering, which a model's thinking time always covers), through the
-`docker exec` CLI and through docker-py's `exec_run`, all in the same container; start-to-ready
+command's bash after answering, which a model's thinking time always covers), and through
+`Sandbox.exec` alone; each over the direct link and, as the baseline of the same run, over the exec
+stream (`direct_channel=False`); through the `docker exec` CLI and docker-py's `exec_run`; start-to-ready
 and teardown of a sandbox; and for 1 GiB of output through the `bash` tool: throughput, the
 harness's extra peak memory (measured in a child process, so earlier work does not hide it) and
 the channel server's peak memory in the container.
@@ -15,6 +16,7 @@ Each figure is printed with its target from the sandbox issue.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import subprocess
 import sys
@@ -64,31 +66,113 @@ def _row(name: str, values: list[float]) -> dict[str, float]:
     return {"p50_ms": p50, "p95_ms": p95, "n": len(values)}
 
 
+def _channel_rows(box: DockerSandbox, rounds: int, key: str, via: str) -> dict[str, dict[str, float]]:
+    tool = bash_tool(ToolsConfig())
+    ctx = ToolContext(sandbox=box, session=box.session)
+
+    def run() -> object:
+        return tool.function(ctx, command="true")
+
+    def raw() -> object:
+        return box.exec("true", timeout=10, save_output=False)
+
+    return {f"harness_bash_tool{key}": _row(f"bash tool, back to back ({via})", _timings(run, rounds)),
+            f"harness_bash_tool_paced{key}": _row(f"bash tool, {PAUSE * 1e3:.0f} ms apart ({via})",
+                                                  _timings(run, rounds, pause=PAUSE)),
+            f"sandbox_exec_paced{key}": _row(f"Sandbox.exec, {PAUSE * 1e3:.0f} ms apart ({via})",
+                                             _timings(raw, rounds, pause=PAUSE))}
+
+
+def _docker_exec_rows(box: DockerSandbox, rounds: int) -> dict[str, dict[str, float]]:
+    cid, api = box.container.id, box.container
+    return {"docker_py_exec_run": _row("docker-py exec_run", _timings(
+                lambda: api.exec_run(["bash", "-c", "true"], user="1000:1000"), max(20, rounds // 4))),
+            "docker_exec_cli": _row("docker exec CLI", _timings(
+                lambda: subprocess.run(["docker", "exec", "-u", "1000:1000", cid, "bash", "-c", "true"],
+                                       check=True), max(20, rounds // 4)))}
+
+
 def round_trips(image: str, rounds: int) -> dict[str, dict[str, float]]:
     print("round trip of one trivial command (`true`), same container:")
-    tool = bash_tool(ToolsConfig())
-    with DockerSandbox(_spec(image)) as box:
-        ctx = ToolContext(sandbox=box, session=box.session)
-        cid = box.container.id
-        api = box.container
-        def run() -> object:
-            return tool.function(ctx, command="true")
-        rows = {"harness_bash_tool": _row("harness bash tool, back to back", _timings(run, rounds)),
-                "harness_bash_tool_paced": _row(f"harness bash tool, {PAUSE * 1e3:.0f} ms apart",
-                                                _timings(run, rounds, pause=PAUSE)),
-                "docker_py_exec_run": _row("docker-py exec_run", _timings(
-                    lambda: api.exec_run(["bash", "-c", "true"], user="1000:1000"), max(20, rounds // 4))),
-                "docker_exec_cli": _row("docker exec CLI", _timings(
-                    lambda: subprocess.run(["docker", "exec", "-u", "1000:1000", cid, "bash", "-c", "true"],
-                                           check=True), max(20, rounds // 4)))}
+    rows: dict[str, dict[str, float]] = {}
+    # the exec stream (every byte through dockerd and the shim) measured in the same run, as the baseline
+    for direct in (False, True):
+        with DockerSandbox(dataclasses.replace(_spec(image), direct_channel=direct)) as box:
+            assert box._channel is not None
+            if direct and not box._channel.direct:
+                print(f"  (no direct link here: {box._channel.link_refused})")
+            via = "direct link" if box._channel.direct else "exec stream"
+            rows.update(_channel_rows(box, rounds, "" if direct else "_exec_stream", via))
+            if direct:
+                rows.update(_floors(box))
+                rows.update(_docker_exec_rows(box, rounds))
+    goals = {"harness_bash_tool": 1.3, "harness_bash_tool_paced": 1.0}
+    spawn, warm = rows["floor_bash_spawn"]["p50_ms"], rows["floor_warm_bash"]["p50_ms"]
+    print(f"  => floors in this container: starting bash {spawn:.2f} ms (what back to back waits for: the next "
+          f"command's bash starts after the answer), a started bash running it {warm:.2f} ms; the tool back to "
+          f"back is {rows['harness_bash_tool']['p50_ms'] / spawn:.2f}x the first, paced "
+          f"{rows['harness_bash_tool_paced']['p50_ms'] / warm:.2f}x the second")
     for key, label in (("harness_bash_tool", "back to back"), ("harness_bash_tool_paced", "paced")):
         ratio_cli = rows["docker_exec_cli"]["p50_ms"] / rows[key]["p50_ms"]
         ratio_py = rows["docker_py_exec_run"]["p50_ms"] / rows[key]["p50_ms"]
-        print(f"  => {label}: harness is {ratio_cli:.1f}x faster than docker exec CLI at p50 (target >= 20x: "
-              f"{'met' if ratio_cli >= 20 else 'NOT met'}), {ratio_py:.1f}x faster than exec_run")
+        ratio_stream = rows[f"{key}_exec_stream"]["p50_ms"] / rows[key]["p50_ms"]
+        p50 = rows[key]["p50_ms"]
+        print(f"  => {label}: {p50:.2f} ms p50 (goal <= {goals[key]} ms: {'met' if p50 <= goals[key] else 'NOT met'}); "
+              f"{ratio_cli:.1f}x faster than docker exec CLI (goal >= 50x: {'met' if ratio_cli >= 50 else 'NOT met'}), "
+              f"{ratio_py:.1f}x faster than exec_run, {ratio_stream:.2f}x faster than over the exec stream")
         rows[f"ratio_vs_cli_p50_{label.replace(' ', '_')}"] = {"x": ratio_cli}
         rows[f"ratio_vs_exec_run_p50_{label.replace(' ', '_')}"] = {"x": ratio_py}
+        rows[f"ratio_vs_exec_stream_p50_{label.replace(' ', '_')}"] = {"x": ratio_stream}
     return rows
+
+
+FLOOR_PROBE = r"""
+import json, os, statistics, subprocess, time
+def median(fn, n=40):
+    out = []
+    for _ in range(n):
+        time.sleep(0.01)
+        t = time.perf_counter(); fn(); out.append(time.perf_counter() - t)
+    return statistics.median(out) * 1e3
+def spawn():
+    subprocess.run(["/bin/bash", "-c", "true"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                   stderr=subprocess.PIPE, start_new_session=True)
+def warm():
+    r, w = os.pipe()
+    p = subprocess.Popen(["/bin/bash", "-c", 'read -r c <&%d; eval "$c"' % r], pass_fds=(r,),
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    os.close(r)
+    time.sleep(0.01)
+    t = time.perf_counter()
+    os.write(w, b"true\n"); os.close(w); p.communicate()
+    return time.perf_counter() - t
+def pipe_round_trip():
+    a, b = os.pipe(); c, d = os.pipe()
+    if os.fork() == 0:
+        for _ in range(200):
+            os.read(a, 1); os.write(d, b"x")
+        os._exit(0)
+    t = time.perf_counter()
+    for _ in range(200):
+        os.write(b, b"x"); os.read(c, 1)
+    os.wait()
+    return (time.perf_counter() - t) / 200 * 1e3
+warm_ms = statistics.median(warm() for _ in range(40)) * 1e3
+print(json.dumps({"spawn": median(spawn), "warm": warm_ms, "pipe": pipe_round_trip()}))
+"""
+
+
+def _floors(box: DockerSandbox) -> dict[str, dict[str, float]]:
+    """What a command costs in this container without the harness: starting `bash -c true` (fork and exec),
+    running `true` in a bash already started, and a pipe round trip between two processes."""
+    box.write_file("/tmp/floor_probe.py", FLOOR_PROBE.encode())
+    result = box.exec("python3 /tmp/floor_probe.py", timeout=120)
+    got = json.loads(result.stdout.text.strip().splitlines()[-1])
+    print(f"  {'floor: start bash -c true':<34} p50 {got['spawn']:8.2f} ms")
+    print(f"  {'floor: true in a started bash':<34} p50 {got['warm']:8.2f} ms")
+    print(f"  {'floor: pipe round trip':<34} mean {got['pipe']:7.3f} ms")
+    return {"floor_bash_spawn": {"p50_ms": got["spawn"]}, "floor_warm_bash": {"p50_ms": got["warm"]},
+            "floor_pipe_round_trip": {"mean_ms": got["pipe"]}}
 
 
 def lifecycle(image: str, rounds: int) -> dict[str, dict[str, float]]:

@@ -34,6 +34,7 @@ class Op(str, enum.Enum):
     WRITE = "write"
     PUT_TAR = "put_tar"
     GET_TAR = "get_tar"
+    ATTACH = "attach"
 
 
 class FrameError(ValueError):
@@ -83,7 +84,18 @@ class GetTarRequest(NamedTuple):
     exclude: tuple[str, ...] = ()       # folder names skipped at any depth
 
 
-Request = Union[ExecRequest, ReadRequest, WriteRequest, PutTarRequest, GetTarRequest]
+class AttachRequest(NamedTuple):
+    """Move the channel onto a unix socket (sent over the exec's stdin only; see `sandbox/channel.py`).
+
+    The server connects to `path` (a socket the host listens on, in a read-only folder bound into the
+    container), sends `{"token": token}` as that connection's first frame so the host can tell it from
+    any other, and answers here. Its next frames come over the socket; if the host closes the socket
+    before sending one, the server goes back to stdin and stdout."""
+    path: str
+    token: str
+
+
+Request = Union[ExecRequest, ReadRequest, WriteRequest, PutTarRequest, GetTarRequest, AttachRequest]
 
 
 # ---- answers --------------------------------------------------------------------------------
@@ -145,6 +157,11 @@ class GetTarAnswer(NamedTuple):
     skipped: tuple[str, ...] = ()       # sockets and fifos
 
 
+class AttachAnswer(NamedTuple):
+    attached: bool                      # connected and the token sent
+    reason: str = ""                    # why not
+
+
 class Hello(NamedTuple):
     """The server's first frame: it is ready; `guarded`: its /proc files are out of the agent's reach."""
     ready: bool
@@ -160,7 +177,7 @@ class RemoteError(NamedTuple):
     filename: str | None = None
 
 
-Answer = Union[ExecAnswer, SpawnFailed, ReadAnswer, WriteAnswer, PutTarAnswer, GetTarAnswer, Hello]
+Answer = Union[ExecAnswer, SpawnFailed, ReadAnswer, WriteAnswer, PutTarAnswer, GetTarAnswer, AttachAnswer, Hello]
 
 # The error kinds the host raises as the same builtin exception; any other kind is a SandboxError.
 OS_ERRORS: Mapping[str, type[OSError]] = {
@@ -168,9 +185,9 @@ OS_ERRORS: Mapping[str, type[OSError]] = {
                             FileExistsError)}
 
 REQUESTS: Mapping[Op, type[Any]] = {Op.EXEC: ExecRequest, Op.READ: ReadRequest, Op.WRITE: WriteRequest,
-                                    Op.PUT_TAR: PutTarRequest, Op.GET_TAR: GetTarRequest}
+                                    Op.PUT_TAR: PutTarRequest, Op.GET_TAR: GetTarRequest, Op.ATTACH: AttachRequest}
 ANSWERS: Mapping[Op, type[Any]] = {Op.EXEC: ExecAnswer, Op.READ: ReadAnswer, Op.WRITE: WriteAnswer,
-                                   Op.PUT_TAR: PutTarAnswer, Op.GET_TAR: GetTarAnswer}
+                                   Op.PUT_TAR: PutTarAnswer, Op.GET_TAR: GetTarAnswer, Op.ATTACH: AttachAnswer}
 OPS: Mapping[type[Any], Op] = {cls: op for op, cls in REQUESTS.items()}
 _BYTES = frozenset({"data", "head", "tail"})   # the fields that hold bytes (base64 on the wire)
 

@@ -68,6 +68,9 @@ class SandboxSpec:
     # names the archive): unpack that instead of packing and sending project_dir; without the label,
     # project_dir is copied as usual
     project_from_image: bool = False
+    # the channel moves from `docker exec`'s stream onto a unix socket in an empty read-only host folder
+    # bound into the container, when the daemon runs on this machine (`sandbox/channel.py`); False: never
+    direct_channel: bool = True
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,29 @@ in `sandbox/_protocol.py` (4-byte big-endian length + JSON), shared by both ends
 exec's stdin and stdout. Without a TTY, Docker multiplexes the exec's output: each piece comes with an
 8-byte header (stream id, 3 zero bytes, 4-byte big-endian size), which is undone here. What the
 server writes to stderr is kept (bounded) to explain a crash.
+
+The direct link. Every byte of that stream is copied by the Docker daemon and its container shim,
+most of a trivial command's round trip. When the container was given a link folder (an empty host
+folder bound read-only into it, see `sandbox/deployment/docker.py`), the channel moves onto a unix
+socket in it: the host listens on a new, randomly named socket there, sends its path and a random
+token to the server over the exec's stdin (which nothing else in the container can write or read),
+the server connects and sends the token back as the connection's first frame, and the host takes the
+connection that carries it (any other is closed unread). The socket file is then removed and the
+listener closed, so the folder is empty again before the first command runs. If anything fails
+(a daemon on another machine, SELinux, a folder the daemon cannot see), the channel keeps to the
+exec stream and says why in `link_refused`.
 """
 
 from __future__ import annotations
 
+import hmac
+import os
+import secrets
+import selectors
 import socket
 import struct
 import threading
+import time
 from typing import Any
 
 import docker
@@ -25,7 +41,13 @@ SERVER_PATH = "/opt/harness/channel"   # a folder whose __main__.py runs the ser
 class Channel:
     """A framed request/response channel to the server process inside a container."""
 
-    def __init__(self, client: docker.DockerClient, container_id: str, user: str, env: dict[str, str]) -> None:
+    def __init__(self, client: docker.DockerClient, container_id: str, user: str, env: dict[str, str],
+                 link: tuple[str, str] | None = None) -> None:
+        """Start the server; `link`: (host folder, the same folder's path in the container) to move onto.
+
+        Raises:
+            ChannelError: the server did not start.
+        """
         self._api = client.api
         self._lock = threading.Lock()
         self._stdout = bytearray()
@@ -47,6 +69,56 @@ class Channel:
             raise ChannelError(f"the channel server did not start: {frame!r}")
         self.server_pid = hello.pid
         self.guarded = hello.guarded   # the agent cannot reach the server through /proc
+        self._link: socket.socket | None = None   # the direct link, once attached
+        self.link_refused = "" if link else "no link folder"   # why the channel keeps to the exec stream
+        if link is not None:
+            self._attach(*link)
+
+    @property
+    def direct(self) -> bool:
+        """Whether frames travel over the direct link rather than the exec stream."""
+        return self._link is not None
+
+    def _attach(self, host_dir: str, container_dir: str) -> None:
+        name = f"{secrets.token_hex(12)}.sock"
+        token = secrets.token_hex(32)
+        path = os.path.join(host_dir, name)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(path)
+            os.chmod(path, 0o666)   # the agent's user in the container connects; the token tells who did
+            listener.listen(16)
+            request = protocol.AttachRequest(path=f"{container_dir}/{name}", token=token)
+            self._sock.sendall(protocol.encode_frame(protocol.request_to_dict(request)))
+            answer = protocol.from_dict(protocol.AttachAnswer, {k: v for k, v in self._read_frame().items()
+                                                                  if k != "ok"})
+            if not answer.attached:
+                self.link_refused = f"the server could not connect: {answer.reason}"
+                return
+            self._link = _accept_token(listener, token.encode(), deadline=time.monotonic() + 5)
+            if self._link is None:
+                # the server waits on a socket nobody will write to: closing ours sends it back to stdin
+                self.link_refused = "no connection carried the token within 5 s"
+        except (OSError, protocol.FrameError, TypeError) as exc:
+            self.link_refused = f"{type(exc).__name__}: {exc}"
+        finally:
+            listener.close()
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        if self._link is not None:
+            threading.Thread(target=self._keep_stderr, name="channel-stderr", daemon=True).start()
+
+    def _keep_stderr(self) -> None:
+        """Once on the direct link, only the server's stderr still comes over the exec stream: keep reading
+        it (bounded), so that the server never blocks on a full pipe and a crash can be explained."""
+        try:
+            self._sock.settimeout(None)
+            while True:
+                self._read_multiplexed()
+        except (OSError, ChannelClosed, ValueError):
+            return
 
     def call(self, request: protocol.Request, timeout: float | None = 30.0) -> protocol.Answer | protocol.RemoteError:
         """Send one typed request and wait for its typed answer, or the error the operation raised.
@@ -80,6 +152,10 @@ class Channel:
                 raise ChannelClosed(f"the exec channel failed earlier ({self._broken}); an answer may still be "
                                     "on its way, so it is not used again: call restart_channel()")
             try:
+                if self._link is not None:
+                    self._link.settimeout(timeout)
+                    self._link.sendall(frame)
+                    return self._read_link_frame()
                 self._sock.settimeout(timeout)
                 self._sock.sendall(frame)
                 return self._read_frame()
@@ -92,11 +168,14 @@ class Channel:
                 raise
 
     def close(self) -> None:
-        try:
-            self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        for closer in (self._sock.close, getattr(self._wrapped, "close", None)):
+        for sock in (self._link, self._sock):
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        for closer in (self._link.close if self._link is not None else None, self._sock.close,
+                       getattr(self._wrapped, "close", None)):
             if closer is not None:
                 try:
                     closer()
@@ -121,6 +200,15 @@ class Channel:
         del self._stdout[:header + size]
         return protocol.decode_body(body)
 
+    def _read_link_frame(self) -> dict[str, Any]:
+        assert self._link is not None
+        header = _recv_exact(self._link, protocol.HEADER.size, self._stderr_note)
+        try:
+            size = protocol.frame_size(header)
+        except protocol.FrameError as exc:
+            raise ChannelClosed(f"the exec channel is out of sync and must be restarted: {exc}") from exc
+        return protocol.decode_body(_recv_exact(self._link, size, self._stderr_note))
+
     def _read_multiplexed(self) -> None:
         header = self._recv_exact(8)
         stream, size = header[0], struct.unpack(">I", header[4:])[0]
@@ -132,11 +220,64 @@ class Channel:
             self._stdout += data
 
     def _recv_exact(self, n: int) -> bytes:
-        parts = bytearray()
-        while len(parts) < n:
-            chunk = self._sock.recv(min(n - len(parts), 1 << 20))
-            if not chunk:
-                raise ChannelClosed("the exec channel closed: its server process exited or the container "
-                                    f"stopped{self._stderr_note()}")
-            parts += chunk
-        return bytes(parts)
+        return _recv_exact(self._sock, n, self._stderr_note)
+
+
+def _recv_exact(sock: socket.socket, n: int, note: Any) -> bytes:
+    parts = bytearray()
+    while len(parts) < n:
+        chunk = sock.recv(min(n - len(parts), 1 << 20))
+        if not chunk:
+            raise ChannelClosed("the exec channel closed: its server process exited or the container "
+                                f"stopped{note()}")
+        parts += chunk
+    return bytes(parts)
+
+
+def _accept_token(listener: socket.socket, token: bytes, deadline: float) -> socket.socket | None:
+    """The first connection to `listener` whose first frame is `{"token": token}`; every other one is closed.
+
+    Connections are read side by side without blocking, so one that sends nothing holds up no other;
+    at most 16 are kept open at once."""
+    listener.setblocking(False)
+    sel = selectors.DefaultSelector()
+    sel.register(listener, selectors.EVENT_READ, None)
+    pending: dict[socket.socket, bytearray] = {}
+    expected = protocol.encode_frame({"token": token.decode()})
+    try:
+        while (left := deadline - time.monotonic()) > 0:
+            for key, _ in sel.select(left):
+                if key.data is None:
+                    try:
+                        conn, _addr = listener.accept()
+                    except (BlockingIOError, InterruptedError):
+                        continue
+                    if len(pending) >= 16:
+                        conn.close()
+                        continue
+                    conn.setblocking(False)
+                    pending[conn] = bytearray()
+                    sel.register(conn, selectors.EVENT_READ, pending[conn])
+                    continue
+                conn = key.fileobj  # type: ignore[assignment]
+                buf: bytearray = key.data
+                try:
+                    chunk = conn.recv(len(expected) - len(buf))
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError:
+                    chunk = b""
+                buf += chunk
+                if chunk and len(buf) < len(expected):
+                    continue   # compared whole, never by prefix: no early close tells a guess it was wrong
+                sel.unregister(conn)
+                del pending[conn]
+                if chunk and hmac.compare_digest(bytes(buf), expected):
+                    conn.setblocking(True)
+                    return conn
+                conn.close()
+        return None
+    finally:
+        for conn in pending:
+            conn.close()
+        sel.close()

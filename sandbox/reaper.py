@@ -3,14 +3,18 @@
 Every container the harness creates carries `harness.managed=true`, the session, the host name and
 the pid of the harness process that owns it. A leftover is one whose owner process is gone (a crashed
 or killed run); `reap()` removes those, and with `everything=True` all of them. `remove_containers()`
-is the one removal by label; the evaluation backends use it for the containers of one run.
+is the one removal by label; the evaluation backends use it for the containers of one run. The host
+folders of channel links (`sandbox/channel.py`), named after their owner's pid, go the same way.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 import docker
 import docker.errors
@@ -26,8 +30,12 @@ def owner_labels(session: str) -> dict[str, str]:
 def owner_alive(labels: dict[str, str]) -> bool:
     if labels.get("harness.host") != socket.gethostname():
         return True   # another machine's: not ours to judge
+    return _pid_alive(labels.get("harness.pid", "0"))
+
+
+def _pid_alive(text: str) -> bool:
     try:
-        pid = int(labels.get("harness.pid", "0"))
+        pid = int(text)
     except ValueError:
         return False
     if pid <= 0:
@@ -46,8 +54,29 @@ def reap(client: docker.DockerClient, *, everything: bool = False, session: str 
     `session`'s with `session`); return their names."""
     selector = [f"{MANAGED}=true"] + ([f"harness.session={session}"] if session else [])
     if everything or session:
-        return remove_containers(client, selector)
-    return remove_containers(client, selector, keep=owner_alive)
+        removed = remove_containers(client, selector)
+    else:
+        removed = remove_containers(client, selector, keep=owner_alive)
+    if session is None:
+        reap_link_folders(everything=everything)
+    return removed
+
+
+def links_root() -> Path:
+    """The host folder holding one channel link folder per running sandbox, each named `<owner pid>-<name>`."""
+    return Path(tempfile.gettempdir()) / "harness-links"
+
+
+def reap_link_folders(*, everything: bool = False) -> None:
+    """Remove the link folders whose owner process is gone (all of them with `everything`)."""
+    root = links_root()
+    if root.is_symlink() or not root.is_dir():
+        return
+    for folder in root.iterdir():
+        if not everything and _pid_alive(folder.name.split("-", 1)[0]):
+            continue
+        if folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def remove_containers(client: docker.DockerClient, labels: list[str],

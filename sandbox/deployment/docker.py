@@ -7,25 +7,51 @@ an exec channel into it. All hardening is in `container_options()`.
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import docker
 import docker.errors
-from docker.types import LogConfig, Ulimit
+from docker.types import LogConfig, Mount, Ulimit
 
 from sandbox.api import AGENT_UID, WORKDIR, Limits, SandboxSpec
 from sandbox.channel import Channel
 from sandbox.docker_client import client_or_default
 from sandbox.errors import ImageError, SandboxError
-from sandbox.reaper import owner_labels, reap
+from sandbox.reaper import links_root, owner_labels, reap
 
 BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/home/agent",
             "USER": "agent", "LANG": "C.UTF-8", "TERM": "dumb", "PYTHONDONTWRITEBYTECODE": "1",
             "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "PIP_BREAK_SYSTEM_PACKAGES": "1",
             "GIT_TERMINAL_PROMPT": "0", "PAGER": "cat"}
 IDLE_UID = 65534   # nobody: owns the container's main process, not the agent's files
+LINK_DIR = "/opt/harness/link"   # where the channel's link folder appears in the container (read-only)
 _reaped_this_process = False
+_links_refused = ""   # why this process's daemon cannot mount link folders, once it said so
+
+
+def _daemon_is_here(client: docker.DockerClient) -> bool:
+    """Whether the daemon runs on this machine's kernel, behind a unix socket (so it can bind a host folder
+    of ours): not a tcp or ssh daemon, not Docker Desktop's virtual machine on macOS or Windows."""
+    return sys.platform.startswith("linux") and str(client.api.base_url) == "http+docker://localhost"
+
+
+def make_link_folder(name: str) -> Path:
+    """A new empty folder for one sandbox's channel link, named after this process so that the reaper
+    (`sandbox.reaper`) can tell a dead owner's. Mode 0711: the container's user may reach a socket in
+    it, not list it or write to it (it is mounted read-only besides)."""
+    root = links_root()
+    root.mkdir(mode=0o755, exist_ok=True)
+    if root.is_symlink() or not root.is_dir():
+        raise SandboxError(f"{root} is not a folder of ours; remove it")
+    folder = root / f"{os.getpid()}-{name}"
+    folder.mkdir(mode=0o711)
+    os.chmod(folder, 0o711)   # whatever the umask
+    return folder
 
 
 def container_options(spec: SandboxSpec) -> dict[str, Any]:
@@ -76,6 +102,7 @@ class DockerDeployment:
         self.spec = spec
         self.client = client
         self.container: Any = None
+        self.link: Path | None = None   # the host end of the channel's link folder, when mounted
 
     def start(self) -> None:
         """Create and start the container; the first start in a process reaps leftovers of dead ones.
@@ -85,7 +112,7 @@ class DockerDeployment:
             ImageError: the sandbox image does not exist.
             SandboxError: it is already started.
         """
-        global _reaped_this_process
+        global _reaped_this_process, _links_refused
         if self.container is not None:
             raise SandboxError(f"sandbox {self.spec.session!r} is already started; use it, or close() it first")
         self.client = client_or_default(self.client)
@@ -97,12 +124,34 @@ class DockerDeployment:
         except docker.errors.ImageNotFound as exc:
             raise ImageError(f"sandbox image {self.spec.image!r} does not exist; build it with "
                              "`harness sandbox build`") from exc
+        options = container_options(self.spec)
+        if self.spec.direct_channel and not _links_refused and _daemon_is_here(self.client):
+            self.link = make_link_folder(options["name"])
+            mount = Mount(target=LINK_DIR, source=str(self.link), type="bind", read_only=True)
+            try:
+                self.container = self.client.containers.run(self.spec.image, ["sleep", "infinity"], detach=True,
+                                                             mounts=[mount], **options)
+                return
+            except docker.errors.APIError as exc:
+                # a daemon that does not see this machine's folders (the harness runs in a container
+                # beside it): every sandbox of this process keeps to the exec stream
+                self._remove_link()
+                if "bind source path does not exist" not in str(exc):
+                    raise
+                _links_refused = str(exc)
+                options["name"] = f"{options['name']}-x"
         self.container = self.client.containers.run(self.spec.image, ["sleep", "infinity"], detach=True,
-                                                     **container_options(self.spec))
+                                                     **options)
+
+    def _remove_link(self) -> None:
+        if self.link is not None:
+            shutil.rmtree(self.link, ignore_errors=True)
+            self.link = None
 
     def stop(self) -> None:
         """Remove the container (its tmpfs mounts go with it). Idempotent; a removal under way elsewhere is fine."""
         if self.container is None:
+            self._remove_link()
             return
         try:
             self.container.remove(force=True, v=True)
@@ -112,6 +161,7 @@ class DockerDeployment:
             if exc.status_code != 409:   # 409: a reaper is already removing it
                 raise
         self.container = None
+        self._remove_link()
 
     def alive(self) -> bool:
         """Whether the container exists and runs (asks the daemon)."""
@@ -132,4 +182,5 @@ class DockerDeployment:
         """
         if self.client is None or self.container is None:
             raise SandboxError("the sandbox is closed; start a new one")
-        return Channel(self.client, self.container.id, f"{AGENT_UID}:{AGENT_UID}", env)
+        link = (str(self.link), LINK_DIR) if self.link is not None else None
+        return Channel(self.client, self.container.id, f"{AGENT_UID}:{AGENT_UID}", env, link)

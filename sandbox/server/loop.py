@@ -106,6 +106,10 @@ def _pump(proc: subprocess.Popen[bytes], caps: list[Capture], timeout: float, gr
                 key.data.feed(data)
             else:
                 sel.unregister(key.fd)
+    if not timed_out and watching is not None and proc.poll() is None:
+        # the pipes closed a moment before bash exits: wait for the exit itself on the pidfd (woken at
+        # once), not with Popen.wait(timeout), whose sleeps double from 0.5 ms and cost milliseconds
+        sel.select(max(0.0, deadline - time.monotonic()))
     sel.close()
     if pidfd is not None:
         os.close(pidfd)

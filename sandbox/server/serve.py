@@ -1,16 +1,24 @@
 """The server's request loop: read a request frame, run its operation, write the answer frame, then
-start the bash for the next command. One request at a time."""
+start the bash for the next command. One request at a time.
+
+Frames come over the exec's stdin and stdout until the host asks, over them, to attach to a unix
+socket it listens on (`AttachRequest`): then over that socket, which skips the Docker daemon's copy of
+every byte. The request can only come over stdin, which no other process of the container can write
+to (this process is undumpable, see `make_undumpable`)."""
 
 from __future__ import annotations
 
 import signal
 import sys
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
 from sandbox import _protocol as p
 from sandbox.server import files
 from sandbox.server.loop import run_command
 from sandbox.server.processes import Sweep, WaitingShell
+
+if TYPE_CHECKING:
+    import socket
 
 
 class Server:
@@ -32,8 +40,10 @@ class Server:
                 answer = files.write_file(req)
             elif isinstance(req, p.PutTarRequest):
                 answer = files.put_tar(req)
-            else:
+            elif isinstance(req, p.GetTarRequest):
                 answer = files.get_tar(req)
+            else:
+                raise ValueError("attach is asked over the exec's stdin only, once")
         except OSError as exc:
             return p.error_to_dict(p.RemoteError(type=type(exc).__name__, message=exc.strerror or str(exc),
                                                  errno=exc.errno, filename=exc.filename))
@@ -57,6 +67,21 @@ def make_undumpable() -> bool:
         return False
 
 
+def attach(req: p.AttachRequest) -> tuple[socket.socket | None, p.AttachAnswer]:
+    """Connect to the host's socket and identify this end with the token; the socket, or None and why not."""
+    import socket  # noqa: PLC0415 - only a server that attaches pays for it
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)   # not inherited by commands (PEP 446)
+    sock.settimeout(5)
+    try:
+        sock.connect(req.path)
+        sock.sendall(p.encode_frame({"token": req.token}))
+    except OSError as exc:
+        sock.close()
+        return None, p.AttachAnswer(attached=False, reason=f"{type(exc).__name__}: {exc}")
+    sock.settimeout(None)
+    return sock, p.AttachAnswer(attached=True)
+
+
 def main() -> int:
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -65,9 +90,28 @@ def main() -> int:
     server = Server()
     server.sweep.kill_leftovers()   # orphans of a channel that died
     p.write_frame(stdout, p.answer_to_dict(p.Hello(ready=True, pid=server.sweep.me, guarded=guarded)))
+    reader: IO[bytes] = stdin
+    writer: IO[bytes] = stdout
+    unused_socket = False   # attached, and nothing came over the socket yet
     while True:
-        frame = p.read_frame(stdin)
+        try:
+            frame = p.read_frame(reader)
+        except ConnectionError:   # the host closed its listener with our connection unaccepted
+            frame = None
         if frame is None:
-            return 0
-        p.write_frame(stdout, server.handle(frame))
+            if not unused_socket:
+                return 0
+            reader, writer, unused_socket = stdin, stdout, False   # the host kept to stdin and stdout
+            continue
+        if frame.get("op") == p.Op.ATTACH.value and reader is stdin:
+            try:
+                sock, answer = attach(p.from_dict(p.AttachRequest, {k: v for k, v in frame.items() if k != "op"}))
+            except (p.FrameError, TypeError) as exc:
+                sock, answer = None, p.AttachAnswer(attached=False, reason=str(exc))
+            p.write_frame(stdout, p.answer_to_dict(answer))
+            if sock is not None:
+                reader, writer, unused_socket = sock.makefile("rb"), sock.makefile("wb"), True
+            continue
+        unused_socket = False
+        p.write_frame(writer, server.handle(frame))
         server.shell.start()

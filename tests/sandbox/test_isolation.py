@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from sandbox.api import SandboxSpec
+from sandbox.deployment.docker import LINK_DIR
 from sandbox.docker_sandbox import DockerSandbox, container_options
 from tests.sandbox.conftest import make_spec, probe_json
 
@@ -39,9 +40,10 @@ def test_no_docker_socket_inside(shared_box: DockerSandbox) -> None:
         print(json.dumps({"found": found, "sockets": sockets, "mounts": mounts}))
     """)
     assert got["found"] == [] and got["sockets"] == []
-    # the only thing Docker mounts from the host is its init binary (init=True); no socket, no host folder
-    from_host = [m for m in got["mounts"] if "docker" in m or m.startswith(("/var/run", "/run"))]
-    assert from_host == ["/usr/sbin/docker-init"]
+    # what Docker mounts from the host: its init binary (init=True) and the channel's link folder, read-only
+    # and empty once the channel is up (tests/sandbox/test_direct_channel.py); no socket, no other host folder
+    from_host = [m for m in got["mounts"] if "docker" in m or m.startswith(("/var/run", "/run", "/opt"))]
+    assert from_host == ["/usr/sbin/docker-init", LINK_DIR]
     assert "/workspace" in got["mounts"]          # positive control: the listing works
 
 

@@ -15,11 +15,13 @@ STREAM = p.StreamAnswer(head=b"a\x00\xff", tail=b"z", total_bytes=9, total_lines
                         error_lines=(p.ErrorLine(2, b"ERROR x"),), error_lines_total=1, saved_path="/tmp/o")
 REQUESTS = [p.ExecRequest("echo hi", timeout=5.0, env={"A": "1"}, error_pattern="ERROR"),
             p.ReadRequest("a.txt", max_bytes=10), p.WriteRequest("a.txt", b"\x00data", expect_sha256=""),
-            p.PutTarRequest(b"tar bytes"), p.GetTarRequest(100, 10, exclude=(".git",))]
+            p.PutTarRequest(b"tar bytes"), p.GetTarRequest(100, 10, exclude=(".git",)),
+            p.AttachRequest("/opt/harness/link/x.sock", "ab" * 32)]
 ANSWERS = [(p.Op.EXEC, p.ExecAnswer(0, 0.5, False, 1, STREAM, STREAM)), (p.Op.EXEC, p.SpawnFailed("OSError: x")),
            (p.Op.READ, p.ReadAnswer("/workspace/a.txt", b"\x01", "f" * 64, 1)),
            (p.Op.WRITE, p.WriteAnswer(False, True, "")), (p.Op.PUT_TAR, p.PutTarAnswer(3)),
-           (p.Op.GET_TAR, p.GetTarAnswer(2, 7, data=b"tar", skipped=("fifo",)))]
+           (p.Op.GET_TAR, p.GetTarAnswer(2, 7, data=b"tar", skipped=("fifo",))),
+           (p.Op.ATTACH, p.AttachAnswer(False, "FileNotFoundError: x"))]
 
 
 def _through_a_frame(obj: dict) -> dict:
