@@ -44,7 +44,7 @@ from harness.tools.retrieval.find_code import warm_index
 from harness.trajectory import TrajectoryWriter, read_lines
 from harness.workspace import replay, run_task_tests, sandbox_patch, start_baseline
 from sandbox.api import ExecResult, Progress, SandboxSpec, quiet
-from sandbox.docker_sandbox import DockerSandbox
+from sandbox.pool import SandboxPool, open_sandbox
 from sandbox.text import safe_json
 
 SessionProgress = Callable[[StepEvent | str], None]
@@ -86,11 +86,13 @@ class SessionOutcome:
 
 def run_session(task: Task, model: Model, config: Config, out_dir: Path, *, image: str | None = None,
                 secrets: Secrets | None = None, progress: SessionProgress | None = None,
-                resume_from: Path | None = None, labels: Mapping[str, str] | None = None) -> SessionOutcome:
+                resume_from: Path | None = None, labels: Mapping[str, str] | None = None,
+                sandboxes: SandboxPool | None = None) -> SessionOutcome:
     """Run the task with `model` in fresh sandboxes (one per attempt) and write the run's files.
 
     `resume_from`: a trajectory.jsonl of an earlier run of this task: its non-outbound calls are
     replayed in the new sandbox to rebuild the workspace, then the loop goes on from where it was.
+    `sandboxes`: a warm pool the attempts' sandboxes are taken from (each still fresh, used once).
     """
     started = time.monotonic()
     out_dir = checks.private_dir(Path(out_dir))
@@ -103,7 +105,7 @@ def run_session(task: Task, model: Model, config: Config, out_dir: Path, *, imag
         where = out_dir if total == 1 else out_dir / f"attempt-{number}"
         say(f"attempt {number}/{total}: starting a sandbox" if total > 1 else "starting a sandbox")
         attempt = _attempt(task, model, config, where, image, number, notes, say,
-                           resume_from if number == 1 else None, dict(labels or {}))
+                           resume_from if number == 1 else None, dict(labels or {}), sandboxes)
         if attempt.tests_passed is False and number < total and attempt.loop.stop_reason != "error":
             attempt = dataclasses.replace(attempt, reflection=_reflect(model, task, attempt, say))
             notes.append(_note(task, attempt))
@@ -128,15 +130,21 @@ def session_image(task: Task, config: Config, progress: Progress = quiet) -> str
     return ensure_env_image(task, base, progress=progress)
 
 
-def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, number: int,
-             notes: list[str], say: SessionProgress, resume_from: Path | None, labels: dict[str, str]) -> Attempt:
+def session_spec(task: Task, config: Config, image: str, labels: Mapping[str, str]) -> SandboxSpec:
+    """The sandbox one attempt of `task` runs in (a new session name each time)."""
+    return SandboxSpec(image=image, session=f"{task.id}-{uuid.uuid4().hex[:8]}", project_dir=task.repo_dir,
+                       limits=config.sandbox.limits, labels={"harness.kind": "session", **labels},
+                       project_from_image=task.environment is not None)
 
-    session = f"{task.id}-{uuid.uuid4().hex[:8]}"
-    spec = SandboxSpec(image=image, session=session, project_dir=task.repo_dir, limits=config.sandbox.limits,
-                       labels={"harness.kind": "session", **labels}, project_from_image=task.environment is not None)
+
+def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, number: int,
+             notes: list[str], say: SessionProgress, resume_from: Path | None, labels: dict[str, str],
+             sandboxes: SandboxPool | None) -> Attempt:
+    spec = session_spec(task, config, image, labels)
+    session = spec.session
     checks.private_dir(where)
     t0 = time.monotonic()
-    with DockerSandbox(spec) as box:
+    with open_sandbox(spec, sandboxes) as box:
         baseline = start_baseline(box)
         tools, approver = outbound_tools_for_session(config, session, config.approval.mode)
         catalog = default_catalog(config, extra=tools)

@@ -70,6 +70,21 @@ class DockerSandbox:
             DockerUnavailable, ImageError, CopyError, ChannelError.
             SandboxError: it is already started.
         """
+        self.start_blank()
+        try:
+            self.load_project()
+        except BaseException:
+            self.close()
+            raise
+
+    def start_blank(self) -> None:
+        """Create the container and open the channel, without the project (see `load_project`): what a warm
+        pool keeps ready (`sandbox.pool.SandboxPool`).
+
+        Raises:
+            DockerUnavailable, ImageError, ChannelError.
+            SandboxError: it is already started.
+        """
         if self.container is not None:
             raise SandboxError(f"sandbox {self.session!r} is already started; use it, or close() it first")
         self.deployment.start()
@@ -77,16 +92,24 @@ class DockerSandbox:
             env = {**self._image_env(), **BASE_ENV, **self.spec.env}
             self.runtime = ChannelRuntime(lambda: self.deployment.open_channel(env), env)
             self.runtime.exec(f"mkdir -p {OUTPUT_DIR} {STATE_DIR}", timeout=10, save_output=False)
-            if self.spec.project_dir is not None:
-                archive = self._project_archive() if self.spec.project_from_image else None
-                if archive is None:
-                    self.copy_in(Path(self.spec.project_dir))
-                else:
-                    self._unpack(archive)
-                self._apply_overlay()
         except BaseException:
             self.close()
             raise
+
+    def load_project(self) -> None:
+        """Put `spec.project_dir`'s files into /workspace (copied, or unpacked from the image's packed copy),
+        then the image's overlay. Nothing when the spec has no project.
+
+        Raises:
+            CopyError, ChannelError, SandboxError.
+        """
+        if self.spec.project_dir is not None:
+            archive = self._project_archive() if self.spec.project_from_image else None
+            if archive is None:
+                self.copy_in(Path(self.spec.project_dir))
+            else:
+                self._unpack(archive)
+            self._apply_overlay()
 
     def _image_env(self) -> dict[str, str]:
         """The variables the image declares (its ENV: e.g. the tests' variables of an environment image);

@@ -17,11 +17,13 @@ changed since it was started) is closed and replaced by one started now.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from sandbox.api import SandboxSpec
 from sandbox.docker_sandbox import DockerSandbox
@@ -136,3 +138,158 @@ def docker_pool(make_spec: Callable[[], SandboxSpec], size: int, *,
         return box
 
     return WarmPool(start, size, lambda box: box.close(), report=report)
+
+
+def shape_of(spec: SandboxSpec) -> tuple[object, ...]:
+    """What two specs must share for one blank sandbox to serve either: everything but the session, the
+    project and the kind label (a project is loaded after `take`)."""
+    labels = {k: v for k, v in spec.labels.items() if k != "harness.kind"}
+    return (spec.image, spec.limits, tuple(sorted(spec.env.items())), tuple(sorted(labels.items())),
+            spec.direct_channel)
+
+
+class SandboxPool:
+    """Blank sandboxes (container up, channel open, no project yet) started ahead for the sandboxes a caller
+    says it will take, by shape (image, limits, environment, labels).
+
+        pool = SandboxPool(size=2)
+        pool.expect(spec, uses=2)       # two sandboxes like `spec` will be taken: start up to 2 now
+        box = pool.take(spec)           # a blank one, with spec's project loaded; or one started now
+        ...                             # the caller owns it and closes it; it never comes back
+        pool.close()                    # closes the blanks still waiting, and those still starting
+
+    Unlike `WarmPool`, nothing is started that nobody said they would take: each shape keeps at most
+    `size` blanks ready or starting, and no more than its outstanding expected uses. That suits an
+    evaluation whose instances each have their own image: the grading sandbox starts while the agent
+    works. A `take` that finds a blank of its shape still starting waits for it rather than starting
+    another. Blanks carry the caller's labels (the kind label becomes "pooled") and the usual owner
+    labels, so the reaper and a run's label sweep remove them like any sandbox. A background start that
+    fails is said through `report`; the taker then starts its own, and its errors are raised as without
+    a pool.
+    """
+
+    def __init__(self, size: int, *, report: Callable[[str], None] = lambda _m: None,
+                 client: Any = None) -> None:
+        if size < 0:
+            raise ValueError(f"a pool size is a count of sandboxes, 0 or more; got {size}")
+        self.size, self._report, self._client = size, report, client
+        self._lock = threading.Condition()
+        self._ready: dict[tuple[object, ...], deque[DockerSandbox]] = {}
+        self._starting: dict[tuple[object, ...], int] = {}
+        self._wanted: dict[tuple[object, ...], int] = {}
+        self._threads: list[threading.Thread] = []
+        self._closed = False
+        self.hits = self.misses = self.started = self.discarded = 0
+
+    def expect(self, spec: SandboxSpec, uses: int = 1) -> None:
+        """Say that `uses` more sandboxes of `spec`'s shape will be taken; blanks start for them in the background."""
+        if self.size <= 0 or uses <= 0:
+            return
+        key = shape_of(spec)
+        with self._lock:
+            if self._closed:
+                return
+            self._wanted[key] = self._wanted.get(key, 0) + uses
+            self._fill(key, spec)
+
+    def take(self, spec: SandboxSpec) -> DockerSandbox:
+        """A started sandbox of `spec` with its project loaded: a blank from the pool, or one started now.
+
+        Raises:
+            whatever `DockerSandbox.start` raises, when one is started now.
+        """
+        key = shape_of(spec)
+        box = None
+        with self._lock:
+            while not self._closed:
+                ready = self._ready.get(key)
+                if ready:
+                    box = ready.popleft()
+                    break
+                if not self._starting.get(key):
+                    break
+                self._lock.wait()
+            # counted down only now: while this take waited, it still counted for the blanks to start
+            if self._wanted.get(key, 0) > 0:
+                self._wanted[key] -= 1
+            if box is not None:
+                self._fill(key, spec)
+        if box is None:
+            self.misses += 1
+            box = DockerSandbox(spec, self._client)
+            box.start()
+            return box
+        self.hits += 1
+        try:
+            box.spec = dataclasses.replace(spec, session=box.spec.session, labels=box.spec.labels)
+            box.load_project()
+        except BaseException:
+            box.close()
+            raise
+        return box
+
+    def close(self) -> None:
+        """Close every blank still waiting; those still starting are closed as they come up (waited for)."""
+        with self._lock:
+            self._closed = True
+            waiting = [box for ready in self._ready.values() for box in ready]
+            self._ready.clear()
+            threads = list(self._threads)
+            self._lock.notify_all()
+        for box in waiting:
+            self.discarded += 1
+            _close_quietly(box, self._report)
+        for thread in threads:
+            thread.join(timeout=120)
+
+    def ready(self, spec: SandboxSpec) -> int:
+        with self._lock:
+            return len(self._ready.get(shape_of(spec), ()))
+
+    def _fill(self, key: tuple[object, ...], spec: SandboxSpec) -> None:
+        """Start blanks of `key` up to the size and the outstanding expected uses (lock held)."""
+        have = len(self._ready.get(key, ())) + self._starting.get(key, 0)
+        for _ in range(max(0, min(self.size, self._wanted.get(key, 0)) - have)):
+            self._starting[key] = self._starting.get(key, 0) + 1
+            blank = SandboxSpec(image=spec.image, session=f"pool-{uuid.uuid4().hex[:10]}", limits=spec.limits,
+                                env=dict(spec.env), direct_channel=spec.direct_channel,
+                                labels={**spec.labels, "harness.kind": "pooled"},
+                                max_copy_bytes=spec.max_copy_bytes, max_copy_files=spec.max_copy_files)
+            thread = threading.Thread(target=self._start_one, args=(key, blank), name="sandbox-pool", daemon=True)
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+            thread.start()
+
+    def _start_one(self, key: tuple[object, ...], blank: SandboxSpec) -> None:
+        box: DockerSandbox | None = DockerSandbox(blank, self._client)
+        try:
+            assert box is not None
+            box.start_blank()
+        except Exception as exc:  # noqa: BLE001 - said; the taker starts its own
+            self._report(f"the warm pool could not start a sandbox of {blank.image} ({type(exc).__name__}: {exc})")
+            box = None
+        with self._lock:
+            self._starting[key] -= 1
+            if box is not None and not self._closed:
+                self._ready.setdefault(key, deque()).append(box)
+                self.started += 1
+                box = None
+            self._lock.notify_all()
+        if box is not None:   # the pool closed meanwhile
+            self.discarded += 1
+            _close_quietly(box, self._report)
+
+
+def _close_quietly(box: DockerSandbox, report: Callable[[str], None]) -> None:
+    try:
+        box.close()
+    except Exception as exc:  # noqa: BLE001 - the reaper removes what could not be closed here
+        report(f"the warm pool could not close a sandbox: {type(exc).__name__}: {exc}")
+
+
+def open_sandbox(spec: SandboxSpec, pool: SandboxPool | None = None) -> DockerSandbox:
+    """A started sandbox of `spec`: from `pool` when given, else started now. The caller closes it."""
+    if pool is not None:
+        return pool.take(spec)
+    box = DockerSandbox(spec)
+    box.start()
+    return box

@@ -63,8 +63,9 @@ def reap(client: docker.DockerClient, *, everything: bool = False, session: str 
 
 
 def links_root() -> Path:
-    """The host folder holding one channel link folder per running sandbox, each named `<owner pid>-<name>`."""
-    return Path(tempfile.gettempdir()) / "harness-links"
+    """The host folder holding this user's channel link folders, one per running sandbox, each named
+    `<owner pid>-<name>`."""
+    return Path(tempfile.gettempdir()) / f"harness-links-{os.getuid()}"
 
 
 def reap_link_folders(*, everything: bool = False) -> None:

@@ -62,6 +62,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--grade-runs", type=int, default=1, metavar="R",
                    help="run the tests R times in fresh sandboxes; instances whose verdict differs are "
                         "reported as flaky and count as resolved only if every run resolved them")
+    p.add_argument("--pool", type=int, default=0, metavar="N",
+                   help="start each instance's sandboxes ahead, up to N per image: its grading sandbox comes up "
+                        "while its agent works (each sandbox is still fresh and used once; default 0: none)")
     p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
                    help="an extra Docker label on every container of the run (repeatable)")
     p.add_argument("--backend", choices=("local", "ray"), default="local",
@@ -99,7 +102,8 @@ def _run(args: argparse.Namespace) -> int:
     options = EvalOptions(out_dir=out, model=None if predictions is not None else args.model,
                           workers=args.workers, resume=args.resume, grade_runs=args.grade_runs,
                           test_timeout=args.test_timeout, labels=_labels(args.label), backend=args.backend,
-                          ray_address=args.ray_address, allow_direct_references=args.allow_direct_references)
+                          ray_address=args.ray_address, allow_direct_references=args.allow_direct_references,
+                          pool=args.pool)
     record_output(config.approval.state_dir, out)      # so `harness web` finds it wherever it is
     report = _evaluate(tasks, options, config, secrets, predictions, quiet=args.json)
     _print(report, out, args.json)
@@ -120,6 +124,9 @@ def _check_numbers(args: argparse.Namespace) -> None:
         if getattr(args, name) < 1:
             flag = "--" + name.replace("_", "-")
             raise ConfigError(f"{flag} must be at least 1, got {getattr(args, name)}; e.g. {flag} 2")
+    if not 0 <= args.pool <= 16:
+        raise ConfigError(f"--pool {args.pool} is not a count of sandboxes to start ahead; expected 0 to 16, "
+                          "e.g. --pool 1")
 
 
 def _labels(pairs: list[str]) -> dict[str, str]:

@@ -34,8 +34,8 @@ from harness.core.task import Task
 from harness.evaluation.log_parsers import parse_log
 from harness.evaluation.testlog import TestsVerdict, judge
 from sandbox.api import WORKDIR, Limits, Sandbox, SandboxSpec
-from sandbox.docker_sandbox import DockerSandbox
 from sandbox.errors import SandboxError
+from sandbox.pool import SandboxPool, open_sandbox
 
 STAGE_DIR = "/tmp/harness/grading"
 OUTPUT_FILE = "/tmp/harness/test_output.txt"
@@ -135,23 +135,17 @@ class Grade:
 
 
 def grade_patch(task: Task, model_patch: str | None, image: str, *, runs: int = 1, timeout: float = 900.0,
-                labels: dict[str, str] | None = None) -> Grade:
-    """Grade `model_patch` for `task` in fresh sandboxes on `image`, one per run.
+                labels: dict[str, str] | None = None, sandboxes: SandboxPool | None = None) -> Grade:
+    """Grade `model_patch` for `task` in fresh sandboxes on `image`, one per run (taken from `sandboxes`,
+    a warm pool, when given: each still fresh, used once).
 
     Raises:
         TaskDefect: the task's own test patch does not apply.
         sandbox.errors.SandboxError: Docker failed (an infrastructure error).
     """
     grade = Grade(patch_exists=model_patch is not None)
-    # the official harness does not limit the test container's CPUs; where a spec says its tests need
-    # several (pylint skips its multiprocessing tests on one), the grading sandbox gets them, up to the host's
-    wanted = task.environment.cpus if task.environment is not None else None
-    limits = Limits(cpus=float(max(1, min(wanted, os.cpu_count() or 1)))) if wanted else Limits()
     for number in range(max(1, runs)):
-        spec = SandboxSpec(image=image, session=f"grade-{task.id}-{uuid.uuid4().hex[:6]}", limits=limits,
-                           project_dir=task.repo_dir, labels={"harness.kind": "grading", **(labels or {})},
-                           project_from_image=task.environment is not None)
-        with DockerSandbox(spec) as box:
+        with open_sandbox(grading_spec(task, image, labels), sandboxes) as box:
             outcome = prepare_tree(box, task, model_patch or "")
             if number == 0:
                 grade.patch_output, grade.patch_applied = outcome.output, outcome.applied
@@ -159,6 +153,17 @@ def grade_patch(task: Task, model_patch: str | None, image: str, *, runs: int = 
                 return grade
             grade.runs.append(run_graded_tests(box, task, timeout))
     return grade
+
+
+def grading_spec(task: Task, image: str, labels: dict[str, str] | None = None) -> SandboxSpec:
+    """The fresh sandbox one grading run of `task` takes place in."""
+    # the official harness does not limit the test container's CPUs; where a spec says its tests need
+    # several (pylint skips its multiprocessing tests on one), the grading sandbox gets them, up to the host's
+    wanted = task.environment.cpus if task.environment is not None else None
+    limits = Limits(cpus=float(max(1, min(wanted, os.cpu_count() or 1)))) if wanted else Limits()
+    return SandboxSpec(image=image, session=f"grade-{task.id}-{uuid.uuid4().hex[:6]}", limits=limits,
+                       project_dir=task.repo_dir, labels={"harness.kind": "grading", **(labels or {})},
+                       project_from_image=task.environment is not None)
 
 
 def prepare_tree(box: Sandbox, task: Task, model_patch: str) -> PatchOutcome:

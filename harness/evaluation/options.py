@@ -22,6 +22,7 @@ class EvalOptions:
     backend: str = "local"                 # local: a thread pool here; ray: Ray tasks (harness.evaluation.backends.ray)
     ray_address: str | None = None         # the Ray cluster to join; None: a one-machine Ray for this run
     allow_direct_references: bool = False  # requirements given as URLs (wheel files only) may be fetched
+    pool: int = 0                          # sandboxes started ahead per shape (sandbox.pool.SandboxPool); 0: none
 
 
 class Cancelled(Exception):

@@ -51,7 +51,10 @@ def run_evaluation(tasks: list[Task], options: EvalOptions, config: Config, secr
     pending = [t for t in tasks if t.id not in records]
     events.begin(len(ids), {i: r for i, r in records.items()}, len(pending))
     batch = Batch(stages, out, model_name, ids, records, run_id)
-    backend(options).evaluate(pending, batch)
+    try:
+        backend(options).evaluate(pending, batch)
+    finally:
+        stages.close()
     return batch.report()
 
 

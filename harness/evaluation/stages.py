@@ -1,7 +1,10 @@
 """The three stages of one instance: its environment image, its patch, its grade.
 
 Each stage fills in the instance's record and writes its files into the instance's folder; an
-exception is left to the runner, which records it as the instance's infrastructure error.
+exception is left to the runner, which records it as the instance's infrastructure error. With a
+warm pool (`EvalOptions.pool`), once the environment is known the sandboxes the instance will take
+(its session's, its grading runs') start in the background, so the grading sandbox is ready when the
+agent finishes.
 """
 
 from __future__ import annotations
@@ -18,14 +21,15 @@ from harness import checks
 from harness.config import Config, Secrets
 from harness.core.task import Task
 from harness.environments import ensure_env_image, ensure_environment_image, sandbox_image
-from harness.evaluation.grading import Grade, grade_patch
+from harness.evaluation.grading import Grade, grade_patch, grading_spec
 from harness.evaluation.instances import Prediction
 from harness.evaluation.options import Cancelled, EvalOptions
 from harness.evaluation.progress import Events
 from harness.evaluation.report import InstanceRecord, InstanceStatus
 from harness.models.factory import open_model
-from harness.session import run_session
+from harness.session import run_session, session_spec
 from sandbox.docker_client import client_or_default
+from sandbox.pool import SandboxPool
 
 REFERENCE_MODELS = ("gold", "empty")
 
@@ -40,6 +44,17 @@ class Stages:
         self.cancel = cancel
         self.events = events
         self.predictions = predictions
+        self.sandboxes = SandboxPool(options.pool, report=events.message) if options.pool > 0 else None
+
+    def close(self) -> None:
+        """Close the warm pool's sandboxes still waiting (none is left behind)."""
+        if self.sandboxes is not None:
+            pool = self.sandboxes
+            pool.close()
+            if pool.hits or pool.misses:
+                self.events.message(f"warm pool: {pool.hits} of {pool.hits + pool.misses} sandbox(es) taken from "
+                                    f"the pool, {pool.misses} started on demand, {pool.discarded} started "
+                                    "ahead and not needed")
 
     def _check(self) -> None:
         if self.cancel.is_set():
@@ -72,6 +87,10 @@ class Stages:
             record.durations["instance"] = round(time.monotonic() - t1, 3)
         else:
             record.durations["environment"] = round(time.monotonic() - t0, 3)
+        if self.sandboxes is not None:
+            if self.predictions is None:
+                self.sandboxes.expect(session_spec(task, self.config, image, self.labels))
+            self.sandboxes.expect(grading_spec(task, image, self.labels), uses=max(1, self.options.grade_runs))
         return image
 
     def patch(self, task: Task, folder: Path, image: str, record: InstanceRecord) -> str | None:
@@ -97,7 +116,8 @@ class Stages:
         with open_model(spec, self.config, self.secrets, task=task,
                         say=lambda m: self.events.stage(task.id, m)) as model:   # a local: model's server runs here
             outcome = run_session(session_task, model, config, folder, image=image, secrets=self.secrets,
-                                  labels=self.labels, progress=lambda e: self._session_event(task.id, e))
+                                  labels=self.labels, progress=lambda e: self._session_event(task.id, e),
+                                  sandboxes=self.sandboxes)
         record.durations["session"] = round(time.monotonic() - t0, 3)
         record.turns = outcome.turns
         record.tokens = dataclasses.asdict(outcome.usage)
@@ -118,7 +138,7 @@ class Stages:
         self.events.stage(task.id, "grading")
         t0 = time.monotonic()
         grade = grade_patch(task, patch, image, runs=self.options.grade_runs,
-                            timeout=self.options.test_timeout, labels=self.labels)
+                            timeout=self.options.test_timeout, labels=self.labels, sandboxes=self.sandboxes)
         record.durations["grading"] = round(time.monotonic() - t0, 3)
         record.durations["tests"] = round(grade.test_seconds, 3)
         write_grade_files(folder, task, grade)

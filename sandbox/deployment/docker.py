@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import sys
 import uuid
 from pathlib import Path
@@ -46,8 +47,10 @@ def make_link_folder(name: str) -> Path:
     it, not list it or write to it (it is mounted read-only besides)."""
     root = links_root()
     root.mkdir(mode=0o755, exist_ok=True)
-    if root.is_symlink() or not root.is_dir():
-        raise SandboxError(f"{root} is not a folder of ours; remove it")
+    st = root.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise SandboxError(f"{root} is not a folder of ours (a link, another user's, or writable by others); "
+                           "remove it")
     folder = root / f"{os.getpid()}-{name}"
     folder.mkdir(mode=0o711)
     os.chmod(folder, 0o711)   # whatever the umask
@@ -103,6 +106,7 @@ class DockerDeployment:
         self.client = client
         self.container: Any = None
         self.link: Path | None = None   # the host end of the channel's link folder, when mounted
+        self.link_refused = ""          # why there is none, when one was wanted
 
     def start(self) -> None:
         """Create and start the container; the first start in a process reaps leftovers of dead ones.
@@ -125,8 +129,16 @@ class DockerDeployment:
             raise ImageError(f"sandbox image {self.spec.image!r} does not exist; build it with "
                              "`harness sandbox build`") from exc
         options = container_options(self.spec)
-        if self.spec.direct_channel and not _links_refused and _daemon_is_here(self.client):
-            self.link = make_link_folder(options["name"])
+        if self.spec.direct_channel and _links_refused:
+            self.link_refused = f"the daemon cannot bind this machine's folders: {_links_refused}"
+        elif self.spec.direct_channel and not _daemon_is_here(self.client):
+            self.link_refused = f"the daemon is not on this machine ({self.client.api.base_url})"
+        elif self.spec.direct_channel:
+            try:
+                self.link = make_link_folder(options["name"])
+            except (OSError, SandboxError) as exc:
+                self.link_refused = f"no link folder: {exc}"
+        if self.link is not None:
             mount = Mount(target=LINK_DIR, source=str(self.link), type="bind", read_only=True)
             try:
                 self.container = self.client.containers.run(self.spec.image, ["sleep", "infinity"], detach=True,
@@ -139,6 +151,7 @@ class DockerDeployment:
                 if "bind source path does not exist" not in str(exc):
                     raise
                 _links_refused = str(exc)
+                self.link_refused = f"the daemon cannot bind this machine's folders: {exc}"
                 options["name"] = f"{options['name']}-x"
         self.container = self.client.containers.run(self.spec.image, ["sleep", "infinity"], detach=True,
                                                      **options)
@@ -183,4 +196,7 @@ class DockerDeployment:
         if self.client is None or self.container is None:
             raise SandboxError("the sandbox is closed; start a new one")
         link = (str(self.link), LINK_DIR) if self.link is not None else None
-        return Channel(self.client, self.container.id, f"{AGENT_UID}:{AGENT_UID}", env, link)
+        channel = Channel(self.client, self.container.id, f"{AGENT_UID}:{AGENT_UID}", env, link)
+        if self.link_refused:
+            channel.link_refused = self.link_refused
+        return channel

@@ -5,25 +5,42 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import docker
+
 from harness.core.task import find_task_dirs, load_task
-from harness.evaluation.options import EvalOptions
+from harness.evaluation.options import RUN_LABEL, EvalOptions
+from harness.evaluation.progress import SilentEvents
 from harness.evaluation.runner import run_evaluation
 
 from .conftest import TASKS, TEST_LABELS
 
 
-def _evaluate(model: str, out: Path, config_and_secrets) -> dict:  # type: ignore[no-untyped-def,type-arg]
+class Messages(SilentEvents):
+    def __init__(self) -> None:
+        self.said: list[str] = []
+
+    def message(self, text: str) -> None:
+        self.said.append(text)
+
+
+def _evaluate(model: str, out: Path, config_and_secrets, pool: int = 0,  # type: ignore[no-untyped-def]
+              events: Messages | None = None) -> dict:  # type: ignore[type-arg]
     tasks = [load_task(d) for d in find_task_dirs([TASKS])]
     config, secrets = config_and_secrets
-    options = EvalOptions(out_dir=out, model=model, workers=2, labels=TEST_LABELS)
-    return run_evaluation(tasks, options, config, secrets)
+    options = EvalOptions(out_dir=out, model=model, workers=2, labels=TEST_LABELS, pool=pool)
+    return run_evaluation(tasks, options, config, secrets, events=events)
 
 
 def test_gold_resolves_every_shipped_task_and_empty_resolves_none(tmp_path, docker_client, config_and_secrets):
-    gold = _evaluate("gold", tmp_path / "gold", config_and_secrets)
+    events = Messages()   # gold with a warm pool: every session and grading sandbox started ahead, none left
+    gold = _evaluate("gold", tmp_path / "gold", config_and_secrets, pool=1, events=events)
     assert gold["error_ids"] == [], gold["instances"]
     assert gold["resolved_ids"] == gold["submitted_ids"]
     assert len(gold["submitted_ids"]) >= 7
+    n = 2 * len(gold["submitted_ids"])
+    assert f"warm pool: {n} of {n} sandbox(es) taken from the pool, 0 started on demand, 0 started ahead " \
+           "and not needed" in events.said, events.said
+    assert docker.from_env().containers.list(all=True, filters={"label": [RUN_LABEL]}) == []
 
     empty = _evaluate("empty", tmp_path / "empty", config_and_secrets)
     assert empty["error_ids"] == [], empty["instances"]

@@ -188,12 +188,25 @@ def test_a_link_root_that_is_not_a_folder_of_ours_is_refused(monkeypatch: pytest
                                                              tmp_path: Path) -> None:
     target = tmp_path / "elsewhere"
     target.mkdir()
-    (tmp_path / "harness-links").symlink_to(target)
+    (tmp_path / f"harness-links-{os.getuid()}").symlink_to(target)
     monkeypatch.setattr(reaper.tempfile, "gettempdir", lambda: str(tmp_path))
     with pytest.raises(SandboxError, match="not a folder of ours"):
         deployment.make_link_folder("x")
     reap_link_folders(everything=True)                                    # does not follow it either
     assert target.exists()
+
+
+def test_a_link_root_others_may_write_to_is_not_used_and_the_sandbox_keeps_to_the_stream(
+        sandbox_image: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    root = tmp_path / f"harness-links-{os.getuid()}"
+    root.mkdir()
+    root.chmod(0o777)    # another local user could swap our folder for a link
+    monkeypatch.setattr(reaper.tempfile, "gettempdir", lambda: str(tmp_path))
+    with DockerSandbox(make_spec(sandbox_image)) as box:
+        assert box._channel is not None and not box._channel.direct
+        assert "not a folder of ours" in box._channel.link_refused and box.deployment.link is None
+        assert box.exec("echo stream", timeout=10).stdout.text == "stream\n"
+    assert list(root.iterdir()) == []
 
 
 def test_concurrent_sandboxes_each_get_their_own_link(sandbox_image: str) -> None:

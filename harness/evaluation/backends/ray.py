@@ -83,7 +83,10 @@ class RemoteInstance:
             cancel = threading.Event()
             stages = Stages(self.config, self.secrets, self.options, self.labels, cancel, SilentEvents(),
                             self.predictions)
-            record = evaluate_instance(task, stages, out, self.model_name, cancel)
+            try:
+                record = evaluate_instance(task, stages, out, self.model_name, cancel)
+            finally:
+                stages.close()
             return Shipped(record, pack_directory(instance_dir(out, task.id), MAX_BYTES, MAX_FILES, skip=set()))
 
     def _local_task(self, task: Task, where: Path) -> Task:
