@@ -90,10 +90,12 @@ class Channel:
             listener.listen(16)
             request = protocol.AttachRequest(path=f"{container_dir}/{name}", token=token)
             self._sock.sendall(protocol.encode_frame(protocol.request_to_dict(request)))
-            answer = protocol.from_dict(protocol.AttachAnswer, {k: v for k, v in self._read_frame().items()
-                                                                  if k != "ok"})
-            if not answer.attached:
-                self.link_refused = f"the server could not connect: {answer.reason}"
+            answer = protocol.answer_from_dict(protocol.Op.ATTACH, self._read_frame())
+            if isinstance(answer, protocol.RemoteError):   # a server older than the link
+                self.link_refused = f"the server does not attach: {answer.type}: {answer.message}"
+                return
+            if not isinstance(answer, protocol.AttachAnswer) or not answer.attached:
+                self.link_refused = f"the server could not connect: {getattr(answer, 'reason', answer)}"
                 return
             self._link = _accept_token(listener, token.encode(), deadline=time.monotonic() + 5)
             if self._link is None:

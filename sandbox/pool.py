@@ -213,13 +213,14 @@ class SandboxPool:
             if self._wanted.get(key, 0) > 0:
                 self._wanted[key] -= 1
             if box is not None:
+                self.hits += 1
                 self._fill(key, spec)
+            else:
+                self.misses += 1
         if box is None:
-            self.misses += 1
             box = DockerSandbox(spec, self._client)
             box.start()
             return box
-        self.hits += 1
         try:
             box.spec = dataclasses.replace(spec, session=box.spec.session, labels=box.spec.labels)
             box.load_project()
@@ -234,10 +235,10 @@ class SandboxPool:
             self._closed = True
             waiting = [box for ready in self._ready.values() for box in ready]
             self._ready.clear()
+            self.discarded += len(waiting)
             threads = list(self._threads)
             self._lock.notify_all()
         for box in waiting:
-            self.discarded += 1
             _close_quietly(box, self._report)
         for thread in threads:
             thread.join(timeout=120)
@@ -260,22 +261,23 @@ class SandboxPool:
             thread.start()
 
     def _start_one(self, key: tuple[object, ...], blank: SandboxSpec) -> None:
-        box: DockerSandbox | None = DockerSandbox(blank, self._client)
+        box = DockerSandbox(blank, self._client)
         try:
-            assert box is not None
             box.start_blank()
+            started = True
         except Exception as exc:  # noqa: BLE001 - said; the taker starts its own
             self._report(f"the warm pool could not start a sandbox of {blank.image} ({type(exc).__name__}: {exc})")
-            box = None
+            started = False
         with self._lock:
             self._starting[key] -= 1
-            if box is not None and not self._closed:
+            kept = started and not self._closed
+            if kept:
                 self._ready.setdefault(key, deque()).append(box)
                 self.started += 1
-                box = None
+            elif started:
+                self.discarded += 1   # the pool closed meanwhile
             self._lock.notify_all()
-        if box is not None:   # the pool closed meanwhile
-            self.discarded += 1
+        if started and not kept:
             _close_quietly(box, self._report)
 
 

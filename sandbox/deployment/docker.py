@@ -138,23 +138,21 @@ class DockerDeployment:
                 self.link = make_link_folder(options["name"])
             except (OSError, SandboxError) as exc:
                 self.link_refused = f"no link folder: {exc}"
-        if self.link is not None:
-            mount = Mount(target=LINK_DIR, source=str(self.link), type="bind", read_only=True)
-            try:
-                self.container = self.client.containers.run(self.spec.image, ["sleep", "infinity"], detach=True,
-                                                             mounts=[mount], **options)
-                return
-            except docker.errors.APIError as exc:
-                # a daemon that does not see this machine's folders (the harness runs in a container
-                # beside it): every sandbox of this process keeps to the exec stream
-                self._remove_link()
-                if "bind source path does not exist" not in str(exc):
-                    raise
-                _links_refused = str(exc)
-                self.link_refused = f"the daemon cannot bind this machine's folders: {exc}"
-                options["name"] = f"{options['name']}-x"
-        self.container = self.client.containers.run(self.spec.image, ["sleep", "infinity"], detach=True,
-                                                     **options)
+        mounts = [Mount(target=LINK_DIR, source=str(self.link), type="bind", read_only=True)] if self.link else []
+        try:
+            self.container = self.client.containers.run(self.spec.image, ["sleep", "infinity"], detach=True,
+                                                         mounts=mounts, **options)
+        except docker.errors.APIError as exc:
+            self._remove_link()
+            if not mounts or "bind source path does not exist" not in str(exc):
+                raise
+            # a daemon that does not see this machine's folders (the harness runs in a container beside
+            # it): this sandbox and every later one of this process keep to the exec stream
+            _links_refused = str(exc)
+            self.link_refused = f"the daemon cannot bind this machine's folders: {exc}"
+            options["name"] = f"{options['name']}-x"
+            self.container = self.client.containers.run(self.spec.image, ["sleep", "infinity"], detach=True,
+                                                         **options)
 
     def _remove_link(self) -> None:
         if self.link is not None:

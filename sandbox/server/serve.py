@@ -92,6 +92,7 @@ def main() -> int:
     p.write_frame(stdout, p.answer_to_dict(p.Hello(ready=True, pid=server.sweep.me, guarded=guarded)))
     reader: IO[bytes] = stdin
     writer: IO[bytes] = stdout
+    link: socket.socket | None = None
     unused_socket = False   # attached, and nothing came over the socket yet
     while True:
         try:
@@ -101,16 +102,21 @@ def main() -> int:
         if frame is None:
             if not unused_socket:
                 return 0
-            reader, writer, unused_socket = stdin, stdout, False   # the host kept to stdin and stdout
+            for closing in (reader, writer, link):   # the host kept to stdin and stdout
+                if closing is not None:
+                    closing.close()
+            reader, writer, link, unused_socket = stdin, stdout, None, False
             continue
         if frame.get("op") == p.Op.ATTACH.value and reader is stdin:
             try:
-                sock, answer = attach(p.from_dict(p.AttachRequest, {k: v for k, v in frame.items() if k != "op"}))
+                req = p.request_from_dict(frame)
+                assert isinstance(req, p.AttachRequest)
+                link, answer = attach(req)
             except (p.FrameError, TypeError) as exc:
-                sock, answer = None, p.AttachAnswer(attached=False, reason=str(exc))
+                link, answer = None, p.AttachAnswer(attached=False, reason=str(exc))
             p.write_frame(stdout, p.answer_to_dict(answer))
-            if sock is not None:
-                reader, writer, unused_socket = sock.makefile("rb"), sock.makefile("wb"), True
+            if link is not None:
+                reader, writer, unused_socket = link.makefile("rb"), link.makefile("wb"), True
             continue
         unused_socket = False
         p.write_frame(writer, server.handle(frame))
