@@ -40,6 +40,8 @@ from harness.messages import Message, TextBlock, system, user
 from harness.models.base import Model, Usage
 from harness.tools.base import ToolContext
 from harness.tools.catalog import default_catalog
+from harness.tools.retrieval.chunk_cache import shared_cache
+from harness.tools.retrieval.code_index import CodeIndex
 from harness.tools.retrieval.find_code import warm_index
 from harness.trajectory import TrajectoryWriter, read_lines
 from harness.workspace import replay, run_task_tests, sandbox_patch, start_baseline
@@ -144,29 +146,33 @@ def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, 
     session = spec.session
     checks.private_dir(where)
     t0 = time.monotonic()
-    with open_sandbox(spec, sandboxes) as box:
-        baseline = start_baseline(box)
-        tools, approver = outbound_tools_for_session(config, session, config.approval.mode)
-        catalog = default_catalog(config, extra=tools)
-        ctx = ToolContext(sandbox=box, session=session, approver=approver)
-        if config.tools.prewarm_index:
-            warm_index(ctx, task.repo_dir)
-        writer = TrajectoryWriter(where / "trajectory.jsonl")
-        messages = _start_messages(task, notes, number, resume_from, catalog, ctx, writer, say)
-        setup = time.monotonic() - t0
-        say("agent running")
-        loop = AgentLoop(model, catalog, ctx, config, trajectory=writer, progress=say).run(messages)
-        ctx.code_index.stop_warming.set()
-        patch = sandbox_patch(box, baseline)
-        checks.write_file(where / "patch.diff", patch)
-        tests, test_seconds = None, 0.0
-        if task.test_cmd:
-            say(f"running the tests: {task.test_cmd}")
-            t1 = time.monotonic()
-            tests = run_task_tests(box, task, config)
-            test_seconds = time.monotonic() - t1
-            checks.write_file(where / "tests.txt",
-                              f"$ {task.test_cmd}\n[exit {tests.exit_code}]\n{_tail(tests, 100_000)}\n")
+    index = CodeIndex(cache=shared_cache())
+    if config.tools.prewarm_index:      # from the host's copy, while the sandbox starts and the model reads
+        warm_index(index, task.repo_dir)
+    try:
+        with open_sandbox(spec, sandboxes) as box:
+            baseline = start_baseline(box)
+            tools, approver = outbound_tools_for_session(config, session, config.approval.mode)
+            catalog = default_catalog(config, extra=tools)
+            ctx = ToolContext(sandbox=box, session=session, approver=approver, code_index=index)
+            writer = TrajectoryWriter(where / "trajectory.jsonl")
+            messages = _start_messages(task, notes, number, resume_from, catalog, ctx, writer, say)
+            setup = time.monotonic() - t0
+            say("agent running")
+            loop = AgentLoop(model, catalog, ctx, config, trajectory=writer, progress=say).run(messages)
+            index.stop_warming.set()
+            patch = sandbox_patch(box, baseline)
+            checks.write_file(where / "patch.diff", patch)
+            tests, test_seconds = None, 0.0
+            if task.test_cmd:
+                say(f"running the tests: {task.test_cmd}")
+                t1 = time.monotonic()
+                tests = run_task_tests(box, task, config)
+                test_seconds = time.monotonic() - t1
+                checks.write_file(where / "tests.txt",
+                                  f"$ {task.test_cmd}\n[exit {tests.exit_code}]\n{_tail(tests, 100_000)}\n")
+    finally:
+        index.stop_warming.set()
     return Attempt(number, session, loop, patch, tests, setup, test_seconds, catalog.specs())
 
 

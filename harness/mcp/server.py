@@ -205,8 +205,6 @@ class SandboxService:
     def _start(self, key: str) -> Workspace:
         workspace = self.pool.take()
         workspace.key = key
-        if self.config.tools.prewarm_index:
-            warm_index(workspace.ctx, workspace.repo.staged)
         self.say(f"session {workspace.ctx.session}: serving a client's session")
         return workspace
 
@@ -248,6 +246,8 @@ class SandboxService:
             raise
         self.say(f"session {session}: sandbox ready")
         ctx = ToolContext(sandbox=box, session=session, approver=self.gate)
+        if self.config.tools.prewarm_index:      # into the shared cache while the workspace waits for a client
+            warm_index(ctx.code_index, repo.staged)
         return Workspace("", signature, repo, box, baseline, ctx)
 
     def end(self, key: str) -> None:

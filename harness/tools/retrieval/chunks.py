@@ -16,6 +16,7 @@ import functools
 import re
 from collections import Counter
 from dataclasses import dataclass
+from itertools import chain
 
 from harness.tools.editing.lint import parse_python
 
@@ -58,12 +59,11 @@ def terms(text: str) -> list[str]:
 
 
 def term_counts(text: str) -> Counter[str]:
-    """How often each term occurs in `text` (what the index stores; `terms` without the order)."""
-    counts: Counter[str] = Counter()
-    for ident, n in Counter(_IDENT.findall(text)).items():
-        for term in ident_terms(ident):
-            counts[term] += n
-    return counts
+    """How often each term occurs in `text` (what the index stores; `terms` without the order).
+
+    Counted in C: the identifiers' cached term tuples chained and counted in one pass (a loop in
+    Python over each chunk's identifiers took a third of a django tree's analysis)."""
+    return Counter(chain.from_iterable(map(ident_terms, _IDENT.findall(text))))
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 from harness.config import ToolsConfig
 from harness.errors import ToolError
 from harness.tools.base import Effect, Tool, ToolContext
-from harness.tools.retrieval.code_index import SyncReport
+from harness.tools.retrieval.code_index import CodeIndex, SyncReport
 from harness.tools.retrieval.prewarm import start_warming
 from sandbox.api import STATE_DIR, WORKDIR, Sandbox
 
@@ -46,9 +46,10 @@ def find_code_tool(config: ToolsConfig) -> Tool:
                 example={"query": "count words in a text, case insensitive", "k": 5})
 
 
-def warm_index(ctx: ToolContext, root: Path | None) -> None:
-    """Start analysing `root` (the host's copy of what /workspace holds now) for the first query."""
-    start_warming(ctx.code_index, root, EXTENSIONS, SKIP_DIRS)
+def warm_index(index: CodeIndex, root: Path | None) -> None:
+    """Start analysing `root` (the host's copy of what /workspace holds, or is about to hold) for the
+    first query of the session `index` serves (`ToolContext.code_index`)."""
+    start_warming(index, root, EXTENSIONS, SKIP_DIRS)
 
 
 def _find(ctx: ToolContext, query: str, k: int) -> str:

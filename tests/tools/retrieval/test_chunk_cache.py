@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import hashlib
 import marshal
+import multiprocessing
 import sqlite3
 import threading
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from harness.tools.retrieval import chunk_cache
+from harness.tools.retrieval import chunk_cache, prewarm
 from harness.tools.retrieval.chunk_cache import ChunkCache
 from harness.tools.retrieval.chunks import term_counts, terms
 from harness.tools.retrieval.code_index import CodeIndex, cache_key
@@ -158,3 +161,57 @@ def test_prewarming_from_the_host_copy_leaves_nothing_to_fetch(tmp_path: Path) -
     stopped = threading.Event()
     stopped.set()
     assert warm(root, ChunkCache(tmp_path / "other.sqlite3"), EXTENSIONS, SKIP_DIRS, stopped) == 0
+
+
+def _project(root: Path, copies: int) -> dict[str, str]:
+    files = {f"pkg/m{n}.py": f"def step_{n}(value):\n    return value + {n}\n\n\nclass Holder{n}:\n"
+                             f"    def read(self):\n        return {n}\n" for n in range(copies)}
+    files.update(FILES)
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return files
+
+
+def test_a_large_tree_is_analysed_by_worker_processes_exactly_as_in_the_thread(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(prewarm, "PROCESS_MIN_BYTES", 1)      # any tree is "large"
+    monkeypatch.setattr(prewarm, "TASK_BYTES", 200)           # a few files per task: many tasks in flight
+    root = tmp_path / "project"
+    files = _project(root, 40)
+    keys = [cache_key(p, _sha(t)) for p, t in files.items()]
+    in_thread, in_processes = ChunkCache(tmp_path / "thread.sqlite3"), ChunkCache(tmp_path / "procs.sqlite3")
+    pools: list[int] = []
+
+    class Counted(ProcessPoolExecutor):
+        def __init__(self, workers: int, **kwargs: Any) -> None:
+            pools.append(workers)
+            super().__init__(workers, **kwargs)
+
+    monkeypatch.setattr(prewarm, "ProcessPoolExecutor", Counted)
+    assert warm(root, in_thread, EXTENSIONS, SKIP_DIRS, workers=1) == len(set(keys))
+    assert pools == []
+    assert warm(root, in_processes, EXTENSIONS, SKIP_DIRS, workers=2) == len(set(keys))
+    assert pools == [2]
+    assert in_processes.get_many(keys) == in_thread.get_many(keys) and len(in_thread.get_many(keys)) == len(set(keys))
+    assert multiprocessing.active_children() == []           # the workers are gone when warm returns
+    assert warm(root, in_processes, EXTENSIONS, SKIP_DIRS, workers=2) == 0
+
+
+def test_stopping_the_warm_up_stops_its_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(prewarm, "PROCESS_MIN_BYTES", 1)
+    monkeypatch.setattr(prewarm, "TASK_BYTES", 1)             # one file per task
+    root = tmp_path / "project"
+    files = _project(root, 200)
+    cache = ChunkCache(tmp_path / "cache.sqlite3")
+    stop = threading.Event()
+    stored = cache.put_many
+
+    def put_then_stop(entries: dict[str, chunk_cache.Analysed]) -> None:
+        stored(entries)
+        stop.set()                                            # the session ended after the first results
+
+    monkeypatch.setattr(cache, "put_many", put_then_stop)
+    learnt = warm(root, cache, EXTENSIONS, SKIP_DIRS, stop, workers=2)
+    assert 1 <= learnt < len(files)
+    assert multiprocessing.active_children() == []
