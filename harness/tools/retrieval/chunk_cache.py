@@ -71,14 +71,24 @@ class ChunkCache:
                         value = _load(data)
                         if value is not None:
                             found[key] = value
-                if found:
-                    now = time.time()
-                    db.executemany("UPDATE chunks SET used = ? WHERE key = ?", [(now, k) for k in found])
+                if found:     # marked as used, in one transaction (one per row took half a django tree's load)
+                    now, keys = time.time(), list(found)
+                    db.execute("BEGIN")
+                    for i in range(0, len(keys), BATCH):
+                        part = keys[i:i + BATCH]
+                        db.execute(f"UPDATE chunks SET used = ? WHERE key IN ({','.join('?' * len(part))})",
+                                   [now, *part])
+                    db.execute("COMMIT")
             except sqlite3.Error:
+                _rollback(db)
                 return found
         return found
 
     def put_many(self, entries: Mapping[str, Analysed]) -> None:
+        self.put_packed({k: marshal.dumps(v) for k, v in entries.items()})
+
+    def put_packed(self, entries: Mapping[str, bytes]) -> None:
+        """`put_many` of analyses already in `marshal` form (as worker processes send them)."""
         with self._lock:
             db = self._conn()
             if db is None or not entries:
@@ -87,7 +97,7 @@ class ChunkCache:
             try:
                 db.execute("BEGIN")
                 db.executemany("INSERT OR REPLACE INTO chunks (key, version, used, data) VALUES (?, ?, ?, ?)",
-                               [(k, VERSION, now, marshal.dumps(v)) for k, v in entries.items()])
+                               [(k, VERSION, now, v) for k, v in entries.items()])
                 db.execute("DELETE FROM chunks WHERE version != ?", [VERSION])
                 count = db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
                 if count > MAX_ROWS:
@@ -95,16 +105,21 @@ class ChunkCache:
                                [count - MAX_ROWS])
                 db.execute("COMMIT")
             except sqlite3.Error:
-                try:
-                    db.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
+                _rollback(db)
 
     def close(self) -> None:
         with self._lock:
             if self._db is not None:
                 self._db.close()
                 self._db = None
+
+
+def _rollback(db: sqlite3.Connection) -> None:
+    try:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+    except sqlite3.Error:
+        pass
 
 
 def _load(data: bytes) -> Analysed | None:

@@ -8,13 +8,15 @@ the always-positive idf log(1 + (N - df + 0.5) / (df + 0.5)) used by Lucene.
 
 from __future__ import annotations
 
+import marshal
 import math
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from harness.tools.retrieval.analysis import analyse, analyse_many, cache_key
 from harness.tools.retrieval.chunk_cache import Analysed, ChunkCache
-from harness.tools.retrieval.chunks import PYTHON, Chunk, chunk_file, term_counts, terms
+from harness.tools.retrieval.chunks import Chunk, term_counts, terms
 
 K1, B = 1.2, 0.75
 WARM_WAIT = 120.0    # seconds the first query waits for the session's prewarming before analysing itself
@@ -117,17 +119,18 @@ class CodeIndex:
         cached = self.cache.get_many(keys.values()) if self.cache is not None and stale else {}
         missing = sorted(p for p in stale if keys[p] not in cached)
         texts = fetch(missing) if missing else {}
-        learnt: dict[str, Analysed] = {}
+        work = {keys[p]: (keys[p], p, texts[p].encode("utf-8")) for p in missing if p in texts}
+        learnt: dict[str, bytes] = {}      # analyses in marshal form (worker processes for a large tree)
+        analyse_many(work.values(), learnt.update)
         for path in stale:
             if keys[path] in cached:
                 self._add(path, fingerprints[path], cached[keys[path]])
-            elif path in texts:
-                learnt[keys[path]] = analyse(path, texts[path])
-                self._add(path, fingerprints[path], learnt[keys[path]])
+            elif keys[path] in learnt:
+                self._add(path, fingerprints[path], marshal.loads(learnt[keys[path]]))
             else:
                 self.remove_file(path)
         if self.cache is not None and learnt:
-            self.cache.put_many(learnt)
+            self.cache.put_packed(learnt)
         return SyncReport(added=len(stale) - changed, changed=changed, removed=len(gone))
 
     def search(self, query: str, k: int) -> list[tuple[Chunk, float]]:
@@ -147,18 +150,6 @@ class CodeIndex:
         best = sorted(scores.items(), key=lambda item: (-item[1], self.chunks[item[0]].path,
                                                         self.chunks[item[0]].start))[:k]
         return [(self.chunks[cid], score) for cid, score in best]
-
-
-def cache_key(path: str, sha256: str) -> str:
-    """What an analysis depends on: the content, and whether it is cut as Python."""
-    return f"{sha256}:{'py' if path.endswith(PYTHON) else 'text'}"
-
-
-def analyse(path: str, text: str) -> Analysed:
-    """`text` cut into chunks, each with the term counts of its name (twice: names weigh more) and text;
-    the path's terms are added when the file is indexed (the same content may sit at several paths)."""
-    return [(c.start, c.end, c.kind, c.name, c.text, dict(term_counts(f"{c.name} {c.name} {c.text}")))
-            for c in chunk_file(path, text)]
 
 
 def rank_files(hits: Iterable[tuple[Chunk, float]]) -> list[str]:

@@ -5,38 +5,25 @@ their analyses (chunks and term counts, `harness.tools.retrieval.chunk_cache`) c
 folder in a background thread, with no sandbox I/O, while the sandbox starts and the model reads the
 task. The first `find_code` then lists the fingerprints in the sandbox (one command), finds every
 file in the cache, and only builds the postings. Files the agent changed meanwhile are simply cache
-misses.
-
-Analysing is CPU work (an AST per Python file, millions of identifiers on a django-sized tree), so
-a large tree is analysed by worker processes, one per core, started fresh (`spawn`: nothing of the
-harness's threads or locks is inherited) at a lower priority than the session, and stopped with the
-warming; the thread only reads, hashes and stores. A small tree is analysed in the thread: starting
-workers would cost more than it saves.
+misses. A large tree is analysed by worker processes (`analysis.analyse_many`); the thread reads,
+hashes and stores.
 """
 
 from __future__ import annotations
 
 import hashlib
-import marshal
-import multiprocessing
 import os
 import threading
-from collections.abc import Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from itertools import chain
+from collections.abc import Iterator
 from pathlib import Path
 
-from harness.tools.retrieval.chunk_cache import Analysed, ChunkCache
-from harness.tools.retrieval.code_index import CodeIndex, analyse, cache_key
+from harness.tools.retrieval.analysis import Item, analyse_many, cache_key
+from harness.tools.retrieval.chunk_cache import ChunkCache
+from harness.tools.retrieval.code_index import CodeIndex
 
 MAX_FILE_BYTES = 512 * 1024
 BATCH = 400                       # files read, hashed and looked up in the cache at a time
-PROCESS_MIN_BYTES = 4 << 20       # uncached text from which worker processes pay for their start
-TASK_BYTES = 256 << 10            # text sent to a worker at a time
-MAX_WORKERS = 4
 
-Item = tuple[str, str, bytes]     # (cache key, path, content)
-Work = list[Item]
 
 
 def indexable(root: Path, extensions: tuple[str, ...], skip_dirs: tuple[str, ...]) -> list[Path]:
@@ -56,30 +43,9 @@ def indexable(root: Path, extensions: tuple[str, ...], skip_dirs: tuple[str, ...
 def warm(root: Path, cache: ChunkCache, extensions: tuple[str, ...], skip_dirs: tuple[str, ...],
          stop: threading.Event | None = None, workers: int | None = None) -> int:
     """Put the analysis of every indexable file under `root` into `cache`; returns how many were new.
-
-    `workers`: processes for a large tree (None: one per core the process may use, at most
-    MAX_WORKERS; 0 or 1: always in this thread)."""
+    A large tree is analysed in worker processes (`analysis.analyse_many`; `workers` as there)."""
     stop = stop or threading.Event()
-    if workers is None:
-        workers = min(MAX_WORKERS, len(os.sched_getaffinity(0)))
-    missing = _uncached(root, cache, extensions, skip_dirs, stop)
-    head: Work = []
-    size = 0
-    for item in missing:                 # enough uncached text to pay for workers? (read lazily: bounded memory)
-        head.append(item)
-        size += len(item[2])
-        if size >= PROCESS_MIN_BYTES:
-            break
-    if workers > 1 and size >= PROCESS_MIN_BYTES:
-        return _in_processes(chain(head, missing), cache, stop, workers)
-    learnt = 0
-    for work in _tasks(chain(head, missing)):
-        if stop.is_set():
-            break
-        fresh = _analyse(work)
-        cache.put_many(fresh)
-        learnt += len(fresh)
-    return learnt
+    return analyse_many(_uncached(root, cache, extensions, skip_dirs, stop), cache.put_packed, stop, workers)
 
 
 def _uncached(root: Path, cache: ChunkCache, extensions: tuple[str, ...], skip_dirs: tuple[str, ...],
@@ -103,62 +69,6 @@ def _uncached(root: Path, cache: ChunkCache, extensions: tuple[str, ...], skip_d
                 contents[key] = (rel, data)
         known = cache.get_many(contents)
         yield from ((key, rel, data) for key, (rel, data) in contents.items() if key not in known)
-
-
-def _analyse(work: Work) -> dict[str, Analysed]:
-    return {key: analyse(rel, data.decode("utf-8", "replace")) for key, rel, data in work}
-
-
-def _analyse_packed(work: Work) -> bytes:
-    """A worker's task: the analyses of `work` as marshal data (plain values, quick to send back)."""
-    return marshal.dumps(_analyse(work))
-
-
-def _lower_priority() -> None:
-    try:
-        os.nice(10)
-    except OSError:
-        pass
-
-
-def _tasks(missing: Iterable[Item]) -> Iterator[Work]:
-    task: Work = []
-    size = 0
-    for item in missing:
-        task.append(item)
-        size += len(item[2])
-        if size >= TASK_BYTES:
-            yield task
-            task, size = [], 0
-    if task:
-        yield task
-
-
-def _in_processes(missing: Iterable[Item], cache: ChunkCache, stop: threading.Event, workers: int) -> int:
-    learnt = 0
-    tasks = _tasks(missing)
-    pending: set[Future[bytes]] = set()
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_lower_priority) as pool:
-        try:
-            while True:
-                while len(pending) < 2 * workers and not stop.is_set():   # a few in flight: memory stays bounded
-                    task = next(tasks, None)
-                    if task is None:
-                        break
-                    pending.add(pool.submit(_analyse_packed, task))
-                if not pending or stop.is_set():
-                    break
-                done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-                for future in done:
-                    fresh: dict[str, Analysed] = marshal.loads(future.result())
-                    cache.put_many(fresh)
-                    learnt += len(fresh)
-        finally:
-            for future in pending:
-                future.cancel()
-            pool.shutdown(wait=True, cancel_futures=True)
-    return learnt
 
 
 def start_warming(index: CodeIndex, root: Path | None, extensions: tuple[str, ...],
