@@ -13,9 +13,11 @@ from __future__ import annotations
 import marshal
 import multiprocessing
 import os
+import signal
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from itertools import chain
 
 from harness.tools.retrieval.chunk_cache import Analysed
@@ -50,7 +52,8 @@ def analyse_many(items: Iterable[Item], sink: Sink, stop: threading.Event | None
                  workers: int | None = None) -> int:
     """Analyse each item and hand the results to `sink` in batches; returns how many were analysed.
     Stops early (between batches) once `stop` is set. `workers`: None for `default_workers()`, 0 or 1
-    for this thread only."""
+    for this thread only. Workers that cannot start or die (no working semaphores, the OOM killer)
+    leave their work to this thread."""
     stop = stop or threading.Event()
     workers = default_workers() if workers is None else workers
     items = iter(items)
@@ -61,10 +64,12 @@ def analyse_many(items: Iterable[Item], sink: Sink, stop: threading.Event | None
         size += len(item[2])
         if size >= PROCESS_MIN_BYTES:
             break
-    if workers > 1 and size >= PROCESS_MIN_BYTES:
-        return _in_processes(chain(head, items), sink, stop, workers)
+    tasks = _tasks(chain(head, items))
     done = 0
-    for work in _tasks(chain(head, items)):
+    if workers > 1 and size >= PROCESS_MIN_BYTES:
+        done, left = _in_processes(tasks, sink, stop, workers)
+        tasks = chain(left, tasks)
+    for work in tasks:
         if stop.is_set():
             break
         sink(marshal.loads(_analyse_packed(work)))
@@ -80,6 +85,7 @@ def _analyse_packed(work: Work) -> bytes:
 
 
 def _worker_setup() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the harness's to handle: it stops the pool
     try:
         os.nice(10)
     except OSError:
@@ -102,28 +108,42 @@ def _tasks(items: Iterable[Item]) -> Iterator[Work]:
         yield task
 
 
-def _in_processes(items: Iterable[Item], sink: Sink, stop: threading.Event, workers: int) -> int:
+def _in_processes(tasks: Iterator[Work], sink: Sink, stop: threading.Event, workers: int) -> tuple[int, list[Work]]:
+    """Run `tasks` in worker processes; returns how many items were analysed, and the tasks taken but
+    left undone because the workers could not start or broke (the caller does those)."""
     done_count = 0
-    tasks = _tasks(items)
-    pending: set[Future[bytes]] = set()
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_worker_setup) as pool:
-        try:
-            while True:
-                while len(pending) < 2 * workers and not stop.is_set():   # a few in flight: memory stays bounded
-                    task = next(tasks, None)
-                    if task is None:
-                        break
-                    pending.add(pool.submit(_analyse_packed, task))
-                if not pending or stop.is_set():
+    pending: dict[Future[bytes], Work] = {}
+    try:
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_worker_setup)
+    except (OSError, ImportError, NotImplementedError):
+        return 0, []
+    try:
+        while True:
+            while len(pending) < 2 * workers and not stop.is_set():   # a few in flight: memory stays bounded
+                task = next(tasks, None)
+                if task is None:
                     break
-                done, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-                for future in done:
+                try:
+                    pending[pool.submit(_analyse_packed, task)] = task
+                except (BrokenProcessPool, OSError, RuntimeError):   # a worker could not start
+                    return done_count, [task, *pending.values()]
+            if not pending or stop.is_set():
+                break
+            done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            for future in done:
+                task = pending.pop(future)
+                try:
                     fresh: dict[str, bytes] = marshal.loads(future.result())
-                    sink(fresh)
-                    done_count += len(fresh)
-        finally:
-            for future in pending:
-                future.cancel()
-            pool.shutdown(wait=True, cancel_futures=True)
-    return done_count
+                except (BrokenProcessPool, OSError):
+                    pending[future] = task       # done by the caller, with the rest
+                    return done_count, list(pending.values())
+                sink(fresh)
+                done_count += len(fresh)
+    except (BrokenProcessPool, OSError):
+        return done_count, list(pending.values())
+    finally:
+        for future in pending:
+            future.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
+    return done_count, []

@@ -9,7 +9,8 @@ import multiprocessing
 import sqlite3
 import threading
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -216,3 +217,43 @@ def test_stopping_the_warm_up_stops_its_workers(tmp_path: Path, monkeypatch: pyt
     learnt = warm(root, cache, EXTENSIONS, SKIP_DIRS, stop, workers=2)
     assert 1 <= learnt <= 4 < len(files)                      # at most the tasks in flight (2 per worker)
     assert multiprocessing.active_children() == []
+
+
+class _BrokenPool:
+    """A process pool whose workers die on their second task (as under the OOM killer)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.submitted = 0
+
+    def submit(self, fn: Any, *args: Any) -> Future[bytes]:
+        self.submitted += 1
+        future: Future[bytes] = Future()
+        if self.submitted == 1:
+            future.set_result(fn(*args))
+        else:
+            future.set_exception(BrokenProcessPool("a worker died"))
+        return future
+
+    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
+        pass
+
+
+class _NoSemaphores:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError("this platform lacks a functioning sem_open implementation")
+
+
+@pytest.mark.parametrize("pool", [_BrokenPool, _NoSemaphores])
+def test_workers_that_die_or_cannot_start_leave_their_work_to_the_thread(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pool: type) -> None:
+    monkeypatch.setattr(analysis, "PROCESS_MIN_BYTES", 1)
+    monkeypatch.setattr(analysis, "TASK_BYTES", 300)
+    root = tmp_path / "project"
+    files = _project(root, 30)
+    keys = [cache_key(p, _sha(t)) for p, t in files.items()]
+    expected = ChunkCache(tmp_path / "thread.sqlite3")
+    warm(root, expected, EXTENSIONS, SKIP_DIRS, workers=1)
+    monkeypatch.setattr(analysis, "ProcessPoolExecutor", pool)
+    cache = ChunkCache(tmp_path / "cache.sqlite3")
+    assert warm(root, cache, EXTENSIONS, SKIP_DIRS, workers=2) >= len(set(keys))
+    assert cache.get_many(keys) == expected.get_many(keys) and len(cache.get_many(keys)) == len(set(keys))
