@@ -23,6 +23,10 @@ from harness.tools.retrieval.code_index import CodeIndex
 
 MAX_FILE_BYTES = 512 * 1024
 BATCH = 400                       # files read, hashed and looked up in the cache at a time
+# One warm-up at a time in a process: each uses every core already, and sessions of one repository
+# started together (`harness eval --workers N`) then find what the first one analysed in the cache
+# instead of analysing the same files side by side.
+_WARMING = threading.Lock()
 
 
 
@@ -45,7 +49,13 @@ def warm(root: Path, cache: ChunkCache, extensions: tuple[str, ...], skip_dirs: 
     """Put the analysis of every indexable file under `root` into `cache`; returns how many were new.
     A large tree is analysed in worker processes (`analysis.analyse_many`; `workers` as there)."""
     stop = stop or threading.Event()
-    return analyse_many(_uncached(root, cache, extensions, skip_dirs, stop), cache.put_packed, stop, workers)
+    while not _WARMING.acquire(timeout=0.2):
+        if stop.is_set():
+            return 0
+    try:
+        return analyse_many(_uncached(root, cache, extensions, skip_dirs, stop), cache.put_packed, stop, workers)
+    finally:
+        _WARMING.release()
 
 
 def _uncached(root: Path, cache: ChunkCache, extensions: tuple[str, ...], skip_dirs: tuple[str, ...],

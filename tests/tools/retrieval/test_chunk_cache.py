@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from harness.tools.retrieval import analysis, chunk_cache
+from harness.tools.retrieval import analysis, chunk_cache, prewarm
 from harness.tools.retrieval.analysis import cache_key
 from harness.tools.retrieval.chunk_cache import ChunkCache
 from harness.tools.retrieval.chunks import term_counts, terms
@@ -257,3 +257,26 @@ def test_workers_that_die_or_cannot_start_leave_their_work_to_the_thread(
     cache = ChunkCache(tmp_path / "cache.sqlite3")
     assert warm(root, cache, EXTENSIONS, SKIP_DIRS, workers=2) >= len(set(keys))
     assert cache.get_many(keys) == expected.get_many(keys) and len(cache.get_many(keys)) == len(set(keys))
+
+
+def test_warm_ups_started_together_analyse_each_file_once(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    files = _project(root, 60)
+    cache = ChunkCache(tmp_path / "cache.sqlite3")
+    learnt: list[int] = []
+    threads = [threading.Thread(target=lambda: learnt.append(warm(root, cache, EXTENSIONS, SKIP_DIRS, workers=1)))
+               for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(learnt) == [0, 0, 0, len(set(_fps(files).values()))]
+
+
+def test_a_stopped_warm_up_does_not_wait_for_another_one(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    _project(root, 5)
+    stop = threading.Event()
+    stop.set()
+    with prewarm._WARMING:                                    # another session's warm-up under way
+        assert warm(root, ChunkCache(tmp_path / "cache.sqlite3"), EXTENSIONS, SKIP_DIRS, stop) == 0
