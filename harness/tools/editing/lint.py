@@ -67,7 +67,6 @@ def gc_paused() -> Iterator[None]:
                 gc.enable()
 
 
-
 def parse_python(text: str, filename: str = "<file>") -> ast.Module:
     """`ast.parse`, one call at a time in this process: CPython 3.11 before 3.11.8 shares the AST
     constructor's recursion counter between threads and then fails at random with "SystemError: AST

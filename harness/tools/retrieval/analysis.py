@@ -1,24 +1,30 @@
 """A file's analysis for `find_code` (its chunks and their term counts), and analysing many at once.
 
-Analysing is CPU work: an AST per Python file and millions of identifiers on a django-sized tree (5 s
+Analysing is CPU work: an AST per Python file and millions of identifiers on a django-sized tree (4 s
 in one thread here). With more than `PROCESS_MIN_BYTES` of text it runs in worker processes, one per
-core the harness may use (at most `MAX_WORKERS`), started fresh with `spawn` (they inherit none of
-the harness's threads or locks), at a lower priority than the session, with their stdout on
-/dev/null (`harness mcp` speaks its protocol on the harness's), and stopped when the work is done or
-given up. Below that, starting workers would cost more than it saves: the caller's thread does it.
+core the harness may use (at most `MAX_WORKERS`). Each is a new interpreter running `worker_main`
+(not `multiprocessing`: its `spawn` runs the caller's main script again in every child, so a script
+using the harness as a library without an `if __name__ == "__main__"` guard would start its work
+again there). A worker reads tasks on its stdin and answers on its stdout (anything it prints goes
+to /dev/null), ignores Ctrl-C (the harness stops it), runs at a lower priority than the session, and
+is killed when the work is done or given up. Workers that cannot start or die leave their work to
+the calling thread; below `PROCESS_MIN_BYTES`, starting them would cost more than it saves.
 """
 
 from __future__ import annotations
 
+import gc
 import marshal
-import multiprocessing
 import os
+import selectors
 import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from itertools import chain
+from pathlib import Path
+from typing import IO
 
 from harness.tools.editing.lint import gc_paused
 from harness.tools.retrieval.chunk_cache import Analysed
@@ -53,7 +59,7 @@ def analyse_many(items: Iterable[Item], sink: Sink, stop: threading.Event | None
                  workers: int | None = None) -> int:
     """Analyse each item and hand the results to `sink` in batches; returns how many were analysed.
     Stops early (between batches) once `stop` is set. `workers`: None for `default_workers()`, 0 or 1
-    for this thread only. Workers that cannot start or die (no working semaphores, the OOM killer)
+    for this thread only. Workers that cannot start or die (no interpreter to run, the OOM killer)
     leave their work to this thread."""
     stop = stop or threading.Event()
     workers = default_workers() if workers is None else workers
@@ -86,15 +92,37 @@ def _analyse_packed(work: Work) -> bytes:
                               for key, path, data in work})
 
 
-def _worker_setup() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the harness's to handle: it stops the pool
+def worker_main() -> None:
+    """A worker process: each task is a 4-byte big-endian length and that many bytes of `marshal` data
+    (a Work list) on stdin, each answer the same framing of `_analyse_packed`'s bytes on stdout; it
+    ends when stdin closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the harness's to handle: it stops us
     try:
         os.nice(10)
     except OSError:
         pass
+    gc.disable()                  # nothing here makes cycles (see lint.gc_paused)
+    answers = os.fdopen(os.dup(1), "wb")
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
+    os.dup2(devnull, 1)           # a stray print cannot corrupt the answers
     os.close(devnull)
+    tasks = sys.stdin.buffer
+    while True:
+        task = _read_frame(tasks)
+        if task is None:
+            return
+        answer = _analyse_packed(marshal.loads(task))
+        answers.write(len(answer).to_bytes(4, "big") + answer)
+        answers.flush()
+
+
+def _read_frame(stream: IO[bytes]) -> bytes | None:
+    head = stream.read(4)
+    if len(head) < 4:
+        return None
+    size = int.from_bytes(head, "big")
+    body = stream.read(size)
+    return body if len(body) == size else None
 
 
 def _tasks(items: Iterable[Item]) -> Iterator[Work]:
@@ -110,42 +138,67 @@ def _tasks(items: Iterable[Item]) -> Iterator[Work]:
         yield task
 
 
+WORKER_CODE = "from harness.tools.retrieval.analysis import worker_main; worker_main()"
+
+
+def _start_worker() -> subprocess.Popen[bytes]:
+    """A worker on this interpreter, finding this harness whatever made it importable here."""
+    home = str(Path(__file__).resolve().parents[3])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([home, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    return subprocess.Popen([sys.executable, "-c", WORKER_CODE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=env, close_fds=True)
+
+
 def _in_processes(tasks: Iterator[Work], sink: Sink, stop: threading.Event, workers: int) -> tuple[int, list[Work]]:
-    """Run `tasks` in worker processes; returns how many items were analysed, and the tasks taken but
-    left undone because the workers could not start or broke (the caller does those)."""
+    """Run `tasks` in worker processes, one task at a time each; returns how many items were analysed,
+    and the tasks taken but left undone because a worker could not start or died (the caller does
+    those). Every worker is gone when it returns."""
     done_count = 0
-    pending: dict[Future[bytes], Work] = {}
+    started: list[subprocess.Popen[bytes]] = []
+    busy: dict[int, tuple[subprocess.Popen[bytes], Work]] = {}
+    sel = selectors.DefaultSelector()
     try:
-        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_worker_setup)
-    except (OSError, ImportError, NotImplementedError):
-        return 0, []
-    try:
+        if not sys.executable:
+            return 0, []
+        try:
+            for _ in range(workers):
+                started.append(_start_worker())
+        except OSError:
+            return 0, []
+        idle = list(started)
         while True:
-            while len(pending) < 2 * workers and not stop.is_set():   # a few in flight: memory stays bounded
+            while idle and not stop.is_set():
                 task = next(tasks, None)
                 if task is None:
                     break
+                worker = idle.pop()
+                assert worker.stdin is not None and worker.stdout is not None
                 try:
-                    pending[pool.submit(_analyse_packed, task)] = task
-                except (BrokenProcessPool, OSError, RuntimeError):   # a worker could not start
-                    return done_count, [task, *pending.values()]
-            if not pending or stop.is_set():
-                break
-            done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-            for future in done:
-                task = pending.pop(future)
-                try:
-                    fresh: dict[str, bytes] = marshal.loads(future.result())
-                except (BrokenProcessPool, OSError):
-                    pending[future] = task       # done by the caller, with the rest
-                    return done_count, list(pending.values())
+                    data = marshal.dumps(task)
+                    worker.stdin.write(len(data).to_bytes(4, "big") + data)
+                    worker.stdin.flush()
+                except OSError:                  # it died before reading
+                    return done_count, [task, *(t for _, t in busy.values())]
+                busy[worker.stdout.fileno()] = (worker, task)
+                sel.register(worker.stdout, selectors.EVENT_READ)
+            if not busy or stop.is_set():
+                return done_count, []
+            for key, _ in sel.select(0.5):
+                worker, task = busy.pop(key.fd)
+                sel.unregister(key.fd)
+                assert worker.stdout is not None
+                answer = _read_frame(worker.stdout)
+                if answer is None:               # it died mid-task
+                    return done_count, [task, *(t for _, t in busy.values())]
+                fresh: dict[str, bytes] = marshal.loads(answer)
                 sink(fresh)
                 done_count += len(fresh)
-    except (BrokenProcessPool, OSError):
-        return done_count, list(pending.values())
+                idle.append(worker)
     finally:
-        for future in pending:
-            future.cancel()
-        pool.shutdown(wait=True, cancel_futures=True)
-    return done_count, []
+        sel.close()
+        for worker in started:
+            worker.kill()
+            worker.wait()
+            for pipe in (worker.stdin, worker.stdout):
+                if pipe is not None:
+                    pipe.close()

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import marshal
-import multiprocessing
 import sqlite3
+import subprocess
+import sys
 import threading
 from collections import Counter
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -175,28 +173,33 @@ def _project(root: Path, copies: int) -> dict[str, str]:
     return files
 
 
+def _spy_workers(monkeypatch: pytest.MonkeyPatch) -> list[subprocess.Popen[bytes]]:
+    started: list[subprocess.Popen[bytes]] = []
+    start = analysis._start_worker
+
+    def spied() -> subprocess.Popen[bytes]:
+        started.append(start())
+        return started[-1]
+
+    monkeypatch.setattr(analysis, "_start_worker", spied)
+    return started
+
+
 def test_a_large_tree_is_analysed_by_worker_processes_exactly_as_in_the_thread(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(analysis, "PROCESS_MIN_BYTES", 1)      # any tree is "large"
-    monkeypatch.setattr(analysis, "TASK_BYTES", 200)           # a few files per task: many tasks in flight
+    monkeypatch.setattr(analysis, "TASK_BYTES", 200)           # a few files per task: many tasks
     root = tmp_path / "project"
     files = _project(root, 40)
     keys = [cache_key(p, _sha(t)) for p, t in files.items()]
     in_thread, in_processes = ChunkCache(tmp_path / "thread.sqlite3"), ChunkCache(tmp_path / "procs.sqlite3")
-    pools: list[int] = []
-
-    class Counted(ProcessPoolExecutor):
-        def __init__(self, workers: int, **kwargs: Any) -> None:
-            pools.append(workers)
-            super().__init__(workers, **kwargs)
-
-    monkeypatch.setattr(analysis, "ProcessPoolExecutor", Counted)
+    started = _spy_workers(monkeypatch)
     assert warm(root, in_thread, EXTENSIONS, SKIP_DIRS, workers=1) == len(set(keys))
-    assert pools == []
+    assert started == []
     assert warm(root, in_processes, EXTENSIONS, SKIP_DIRS, workers=2) == len(set(keys))
-    assert pools == [2]
+    assert len(started) == 2
     assert in_processes.get_many(keys) == in_thread.get_many(keys) and len(in_thread.get_many(keys)) == len(set(keys))
-    assert multiprocessing.active_children() == []           # the workers are gone when warm returns
+    assert all(worker.returncode is not None for worker in started)     # gone when warm returns
     assert warm(root, in_processes, EXTENSIONS, SKIP_DIRS, workers=2) == 0
 
 
@@ -206,6 +209,7 @@ def test_stopping_the_warm_up_stops_its_workers(tmp_path: Path, monkeypatch: pyt
     root = tmp_path / "project"
     files = _project(root, 200)
     cache = ChunkCache(tmp_path / "cache.sqlite3")
+    started = _spy_workers(monkeypatch)
     stop = threading.Event()
     stored = cache.put_packed
 
@@ -215,37 +219,18 @@ def test_stopping_the_warm_up_stops_its_workers(tmp_path: Path, monkeypatch: pyt
 
     monkeypatch.setattr(cache, "put_packed", put_then_stop)
     learnt = warm(root, cache, EXTENSIONS, SKIP_DIRS, stop, workers=2)
-    assert 1 <= learnt <= 4 < len(files)                      # at most the tasks in flight (2 per worker)
-    assert multiprocessing.active_children() == []
+    assert learnt == 1 < len(files)                           # the first answer; the other worker's is dropped
+    assert len(started) == 2 and all(worker.returncode is not None for worker in started)
 
 
-class _BrokenPool:
-    """A process pool whose workers die on their second task (as under the OOM killer)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.submitted = 0
-
-    def submit(self, fn: Any, *args: Any) -> Future[bytes]:
-        self.submitted += 1
-        future: Future[bytes] = Future()
-        if self.submitted == 1:
-            future.set_result(fn(*args))
-        else:
-            future.set_exception(BrokenProcessPool("a worker died"))
-        return future
-
-    def shutdown(self, wait: bool = True, cancel_futures: bool = False) -> None:
-        pass
+ONE_TASK_THEN_EXIT = ("import marshal, sys; from harness.tools.retrieval import analysis as a; "
+                      "t = a._read_frame(sys.stdin.buffer); r = a._analyse_packed(marshal.loads(t)); "
+                      "sys.stdout.buffer.write(len(r).to_bytes(4, 'big') + r); sys.stdout.buffer.flush()")
 
 
-class _NoSemaphores:
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError("this platform lacks a functioning sem_open implementation")
-
-
-@pytest.mark.parametrize("pool", [_BrokenPool, _NoSemaphores])
+@pytest.mark.parametrize("worker", ["exits after one task", "dies at once", "cannot start"])
 def test_workers_that_die_or_cannot_start_leave_their_work_to_the_thread(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pool: type) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, worker: str) -> None:
     monkeypatch.setattr(analysis, "PROCESS_MIN_BYTES", 1)
     monkeypatch.setattr(analysis, "TASK_BYTES", 300)
     root = tmp_path / "project"
@@ -253,10 +238,41 @@ def test_workers_that_die_or_cannot_start_leave_their_work_to_the_thread(
     keys = [cache_key(p, _sha(t)) for p, t in files.items()]
     expected = ChunkCache(tmp_path / "thread.sqlite3")
     warm(root, expected, EXTENSIONS, SKIP_DIRS, workers=1)
-    monkeypatch.setattr(analysis, "ProcessPoolExecutor", pool)
+    started = _spy_workers(monkeypatch)
+    if worker == "cannot start":
+        monkeypatch.setattr(sys, "executable", str(tmp_path / "no-such-python"))
+    else:
+        monkeypatch.setattr(analysis, "WORKER_CODE", ONE_TASK_THEN_EXIT if worker == "exits after one task"
+                            else "raise SystemExit(3)")
     cache = ChunkCache(tmp_path / "cache.sqlite3")
-    assert warm(root, cache, EXTENSIONS, SKIP_DIRS, workers=2) >= len(set(keys))
+    assert warm(root, cache, EXTENSIONS, SKIP_DIRS, workers=2) == len(set(keys))
     assert cache.get_many(keys) == expected.get_many(keys) and len(cache.get_many(keys)) == len(set(keys))
+    assert all(w.returncode is not None for w in started) and len(started) == (0 if worker == "cannot start" else 2)
+
+
+def test_a_library_script_without_a_main_guard_runs_once(tmp_path: Path) -> None:
+    """The workers never run the caller's main script again (as multiprocessing's spawn would)."""
+    root = tmp_path / "project"
+    files = _project(root, 30)
+    ran = tmp_path / "ran.txt"
+    script = tmp_path / "script.py"
+    script.write_text(
+        "from pathlib import Path\n"
+        "from harness.tools.retrieval import analysis\n"
+        "from harness.tools.retrieval.chunk_cache import ChunkCache\n"
+        "from harness.tools.retrieval.find_code import EXTENSIONS, SKIP_DIRS\n"
+        "from harness.tools.retrieval.prewarm import warm\n"
+        f"with open({str(ran)!r}, 'a') as f:\n    f.write('ran\\n')\n"
+        "analysis.PROCESS_MIN_BYTES = 1\n"
+        "analysis.TASK_BYTES = 300\n"
+        "started = []\n"
+        "start = analysis._start_worker\n"
+        "analysis._start_worker = lambda: started.append(start()) or started[-1]\n"
+        f"print(warm(Path({str(root)!r}), ChunkCache(Path({str(tmp_path / 'c.sqlite3')!r})), EXTENSIONS, SKIP_DIRS,"
+        " workers=2), len(started))\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(len(set(_fps(files).values()))), "2"] and ran.read_text() == "ran\n"
 
 
 def test_warm_ups_started_together_analyse_each_file_once(tmp_path: Path) -> None:
