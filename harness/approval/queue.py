@@ -36,6 +36,7 @@ from harness.approval.records import (
     process_id,
 )
 from harness.checks import private_dir
+from harness.core.sqlite import use_wal
 from harness.errors import ApprovalError, UnsafePathError
 from harness.tools.outbound.preview import safe_ident
 
@@ -88,7 +89,7 @@ class ApprovalQueue:
             self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None,
                                        check_same_thread=False)
             self._db.row_factory = sqlite3.Row
-            self._db.execute("PRAGMA journal_mode=WAL")
+            use_wal(self._db)
             self._db.execute("PRAGMA busy_timeout=30000")
             self._migrate()
             self._db.executescript(SCHEMA)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.approval.queue import ApprovalQueue
+from harness.core.sqlite import use_wal
 from harness.errors import UnsafePathError
 
 
@@ -88,3 +90,40 @@ def test_a_second_queue_in_one_process_leaves_the_first_one_seeing_other_process
         ApprovalQueue(state).close()
         assert sorted(r.key for r in first.requests()) == sorted(["k1", "k2", "k3"][: int(key[1])])
     assert stat.S_IMODE((state / "approvals.sqlite3").stat().st_mode) == 0o600
+
+
+class _LockedAtFirst:
+    """A connection whose journal-mode switch is refused `times` times, as SQLite does when two
+    processes switch a new database to WAL together."""
+
+    def __init__(self, times: int, message: str = "database is locked") -> None:
+        self.left, self.message, self.calls = times, message, 0
+
+    def execute(self, sql: str) -> None:
+        self.calls += 1
+        if self.left:
+            self.left -= 1
+            raise sqlite3.OperationalError(self.message)
+
+
+def test_switching_to_wal_asks_again_while_another_process_holds_the_lock() -> None:
+    db = _LockedAtFirst(3)
+    use_wal(db)  # type: ignore[arg-type]
+    assert db.calls == 4
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        use_wal(_LockedAtFirst(10_000), wait_seconds=0.3)  # type: ignore[arg-type]
+    other = _LockedAtFirst(1, "disk I/O error")
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O"):
+        use_wal(other)  # type: ignore[arg-type]
+    assert other.calls == 1                      # any other error is not waited out
+
+
+def test_servers_started_together_on_a_new_state_folder_all_open_the_queue(tmp_path: Path) -> None:
+    code = "import sys; from pathlib import Path; from harness.approval.queue import ApprovalQueue; " \
+           "ApprovalQueue(Path(sys.argv[1])).close()"
+    for round_ in range(8):
+        state = tmp_path / f"state-{round_}"
+        procs = [subprocess.Popen([sys.executable, "-c", code, str(state)], stderr=subprocess.PIPE, text=True)
+                 for _ in range(4)]
+        errors = [p.communicate(timeout=60)[1] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0, 0, 0], errors

@@ -23,6 +23,7 @@ from typing import Any
 
 from harness import checks
 from harness.core.sources import cache_dir
+from harness.core.sqlite import use_wal
 
 VERSION = 1
 MAX_ROWS = 400_000          # a few hundred trees of a large repository; the least recently used go first
@@ -45,7 +46,7 @@ class ChunkCache:
                 path = self.path or cache_dir() / "code-index.sqlite3"
                 checks.private_dir(path.parent)
                 db = sqlite3.connect(path, timeout=30.0, check_same_thread=False, isolation_level=None)
-                db.execute("PRAGMA journal_mode=WAL")
+                use_wal(db)
                 db.execute("CREATE TABLE IF NOT EXISTS chunks (key TEXT PRIMARY KEY, version INTEGER NOT NULL, "
                            "used REAL NOT NULL, data BLOB NOT NULL)")
                 self._db = db
