@@ -1,6 +1,7 @@
 """The lint gate: pyflakes on a Python file's text before and after an edit.
 
-Problems are compared by message, ignoring line numbers (an edit shifts lines), as multisets: a
+Problems are compared by message, ignoring line numbers (an edit shifts lines), also those a
+message quotes ("redefinition of unused 'os' from line 2"), as multisets: a
 second "undefined name 'x'" is new even if one was there before. Only errors block an edit
 (syntax errors, undefined names, misplaced return/yield/break, ...); warnings such as an unused
 import are reported but never block, because a multi-step change often adds an import first and
@@ -14,6 +15,7 @@ import ast
 import contextlib
 import functools
 import gc
+import re
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -32,6 +34,11 @@ class Problem:
     line: int
     message: str
     blocking: bool
+    key: str = ""        # what `compare` matches on: the message with the line numbers it quotes masked
+
+    @property
+    def same_as(self) -> str:
+        return self.key or self.message
 
     def __str__(self) -> str:
         return f"line {self.line}: {self.message}"
@@ -90,8 +97,28 @@ def check(text: str, filename: str = "<file>") -> tuple[Problem, ...]:
         except ValueError as exc:   # e.g. source holds NUL bytes
             return (Problem(1, f"cannot be parsed: {exc}", True),)
         found = checker.Checker(tree, filename=filename)
-    return tuple(Problem(m.lineno, m.message % m.message_args, not isinstance(m, WARNING_TYPES))
+    return tuple(Problem(m.lineno, m.message % m.message_args, not isinstance(m, WARNING_TYPES), _key(m))
                  for m in sorted(found.messages, key=lambda m: m.lineno))
+
+
+_CONVERSION = re.compile(r"%[%rsdi]")
+
+
+def _key(m: messages.Message) -> str:
+    """`m`'s text with each line number it quotes ("from line 12", "on line 3") as `?`. Some messages
+    name the line of an earlier definition, so an edit that only moves lines would otherwise turn an
+    old problem into a new one: an old "local variable 'x' defined in enclosing scope on line 2
+    referenced before assignment", an error, blocked an edit that added a comment above it."""
+    args = m.message_args if isinstance(m.message_args, tuple) else (m.message_args,)
+    masked = list(args)
+    conversions = [c for c in _CONVERSION.finditer(m.message) if c.group() != "%%"]
+    for index, conversion in enumerate(conversions[:len(masked)]):
+        if m.message[:conversion.start()].endswith("line "):
+            masked[index] = "?"
+    try:
+        return str(m.message % tuple(masked))
+    except (TypeError, ValueError):
+        return str(m.message % m.message_args)
 
 
 @dataclass(frozen=True)
@@ -108,11 +135,11 @@ class LintVerdict:
 def compare(before: str, after: str, filename: str = "<file>") -> LintVerdict:
     """The problems `after` has that `before` did not, split into errors and warnings."""
     old = check(before, filename)
-    old_left = Counter(p.message for p in old)
+    old_left = Counter(p.same_as for p in old)
     new: list[Problem] = []
     for problem in check(after, filename):
-        if old_left[problem.message] > 0:
-            old_left[problem.message] -= 1
+        if old_left[problem.same_as] > 0:
+            old_left[problem.same_as] -= 1
         else:
             new.append(problem)
     if any(p.message.startswith("syntax error") for p in old):

@@ -41,3 +41,26 @@ def test_fixing_a_syntax_error_does_not_block_on_newly_visible_names() -> None:
 
 def test_check_reports_clean_file_as_empty() -> None:
     assert check("def f(x):\n    return x\n") == ()
+
+
+def test_an_old_error_that_quotes_a_line_does_not_block_when_lines_move() -> None:
+    before = "x = 1\ndef f():\n    print(x)\n    x = 2\n"
+    assert [p.message for p in check(before) if p.blocking] == [
+        "local variable 'x' defined in enclosing scope on line 1 referenced before assignment"]
+    verdict = compare(before, "# a comment above\n" + before)      # line 1 becomes line 2
+    assert not verdict.blocked and verdict.new_errors == [] and verdict.new_warnings == []
+    assert verdict.old_count == 2                                   # the error and an unused variable
+
+
+def test_a_second_error_of_that_kind_is_still_new() -> None:
+    before = "x = 1\ndef f():\n    print(x)\n    x = 2\n"
+    verdict = compare(before, before + "def g():\n    print(x)\n    x = 3\n")
+    assert [str(p) for p in verdict.new_errors] == [
+        "line 6: local variable 'x' defined in enclosing scope on line 1 referenced before assignment"]
+
+
+def test_an_old_redefinition_warning_is_not_reported_again_when_lines_move() -> None:
+    before = "import os\nimport os\nos.sep\n"
+    assert compare(before, "\n\n" + before).new_warnings == []
+    assert [str(p) for p in compare(before, before + "import sys\nimport sys\nsys.path\n").new_warnings] == [
+        "line 5: redefinition of unused 'sys' from line 4"]
