@@ -79,17 +79,20 @@ def analyse_many(items: Iterable[Item], sink: Sink, stop: threading.Event | None
     for work in tasks:
         if stop.is_set():
             break
-        sink(marshal.loads(_analyse_packed(work)))
+        sink(_analyse_each(work))
         done += len(work)
     return done
 
 
-def _analyse_packed(work: Work) -> bytes:
-    """A worker's task: the analyses of `work`, each in the cache's `marshal` form, as one marshal
-    value (plain values: quick to send back, and stored as they come)."""
+def _analyse_each(work: Work) -> dict[str, bytes]:
+    """The analyses of `work` by cache key, each in the cache's `marshal` form."""
     with gc_paused():      # trees and counts hold no cycles; the collector's passes cost a quarter
-        return marshal.dumps({key: marshal.dumps(analyse(path, data.decode("utf-8", "replace")))
-                              for key, path, data in work})
+        return {key: marshal.dumps(analyse(path, data.decode("utf-8", "replace"))) for key, path, data in work}
+
+
+def _analyse_packed(work: Work) -> bytes:
+    """A worker's task: `_analyse_each` as one marshal value (plain values: quick to send back)."""
+    return marshal.dumps(_analyse_each(work))
 
 
 def worker_main() -> None:

@@ -29,7 +29,6 @@ BATCH = 400                       # files read, hashed and looked up in the cach
 _WARMING = threading.Lock()
 
 
-
 def indexable(root: Path, extensions: tuple[str, ...], skip_dirs: tuple[str, ...]) -> list[Path]:
     """The files under `root` find_code indexes (the same rule as its `find` command; links not followed)."""
     found: list[Path] = []
