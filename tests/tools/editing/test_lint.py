@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 from harness.tools.editing.lint import check, compare
 
 
@@ -64,3 +66,21 @@ def test_an_old_redefinition_warning_is_not_reported_again_when_lines_move() -> 
     assert compare(before, "\n\n" + before).new_warnings == []
     assert [str(p) for p in compare(before, before + "import sys\nimport sys\nsys.path\n").new_warnings] == [
         "line 5: redefinition of unused 'sys' from line 4"]
+
+
+def test_a_check_leaves_no_cyclic_garbage() -> None:
+    """pyflakes' checker is in reference cycles with its tree and scopes; the gate breaks them, so
+    each edit's tree is freed at once (it was about 18 MB per edit of a 10,000-line file, left until
+    a full collection)."""
+    source = ("import os\nimport sys\n\n\nclass Shape:\n    sides = 0\n\n    def area(self, scale=2):\n"
+              "        def inner(k):\n            return [k * s for s in range(self.sides)] + missing\n"
+              "        return inner(scale)\n\n\nasync def main(argv):\n    async with sys.stdin as f:\n"
+              "        return {a: b for a, b in argv if a}, lambda x: x + os.sep\n") * 20
+    gc.collect()
+    gc.disable()               # nothing collected behind the test's back
+    try:
+        problems = check.__wrapped__(source, "shape.py")       # type: ignore[attr-defined]
+        assert any("undefined name 'missing'" in p.message for p in problems)
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
