@@ -13,6 +13,9 @@ session's index, timed from the `find_code` call to its answer:
   warm cache    a later session of the same tree
   other commit  a session of another commit of the same repository, with the cache of the first
   later         a second query after an edit of one file
+Each row also shows the time from the session's start (warming and sandbox start; without the
+`--think` pause) to the first answer: warming in the harness's own thread slows the sandbox's start
+(here from ~1.5 s to 3.5-4.5 s), so its first query alone looks quicker than it is.
 Defaults: django__django-16139 and django__django-11099 from the shared SWE-bench tarballs.
 """
 
@@ -63,13 +66,17 @@ def _tree(tarball: Path, into: Path) -> Path:
 
 
 def _session(image: str, tree: Path, cache: ChunkCache | None, prewarm: bool, think: float,
-             edit: bool = False, workers: int | None = None) -> tuple[float, float | None, str]:
-    """One session as `harness run` makes it: warming (if any) starts before the sandbox does."""
+             edit: bool = False, workers: int | None = None) -> tuple[float, float | None, str, float]:
+    """One session as `harness run` makes it: warming (if any) starts before the sandbox does.
+    Returns the first query's time, the later query's, the answer's first line, and the time from
+    the session's start (warming and sandbox) to the first answer: warming in the harness's own
+    thread slows the sandbox's start, which the first query's time alone does not show."""
     spec = SandboxSpec(image=image, session=f"bench-{uuid.uuid4().hex[:8]}", project_dir=tree,
                        labels={"harness.bench": "1"})
     tool = find_code_tool(ToolsConfig())
     index = CodeIndex(cache=cache)
     analysis.MAX_WORKERS = workers if workers is not None else DEFAULT_WORKERS
+    begun = time.perf_counter()
     if prewarm:
         warm_index(index, tree)
     try:
@@ -79,6 +86,7 @@ def _session(image: str, tree: Path, cache: ChunkCache | None, prewarm: bool, th
             started = time.perf_counter()
             out = tool.function(ctx, query=QUERY, k=5)
             first = time.perf_counter() - started
+            whole = time.perf_counter() - begun - think
             later = None
             if edit:
                 box.exec("echo '# touched' >> django/db/models/query.py", timeout=30)
@@ -88,7 +96,7 @@ def _session(image: str, tree: Path, cache: ChunkCache | None, prewarm: bool, th
     finally:
         index.stop_warming.set()
         analysis.MAX_WORKERS = DEFAULT_WORKERS
-    return first, later, str(out).split("\n", 1)[0]
+    return first, later, str(out).split("\n", 1)[0], whole
 
 
 def main() -> int:
@@ -105,25 +113,27 @@ def main() -> int:
         root = Path(tmp)
         tree, tree2 = _tree(tarball, root / "a"), _tree(other, root / "b")
         cache = ChunkCache(root / "cache.sqlite3")
-        rows: list[tuple[str, float]] = []
-        base, _, said = _session(image, tree, None, False, args.think, workers=1)
-        rows.append(("baseline (no cache, no warm-up, one thread)", base))
-        procs, _, _ = _session(image, tree, None, False, args.think)
-        rows.append((f"no cache, no warm-up, {_workers()} processes", procs))
-        single, _, _ = _session(image, tree, ChunkCache(root / "single.sqlite3"), True, args.think, workers=1)
-        rows.append((f"empty cache, warm-up in one thread, after {args.think:g}s", single))
-        cold, _, _ = _session(image, tree, cache, True, args.think)
-        rows.append((f"empty cache, warm-up ({_workers()} processes), after {args.think:g}s", cold))
-        warm, later, _ = _session(image, tree, cache, True, args.think, edit=True)
-        rows.append(("warm cache (same tree again)", warm))
-        other_first, _, _ = _session(image, tree2, cache, True, args.think)
-        rows.append((f"other commit ({tree2.name})", other_first))
+        rows: list[tuple[str, float, float]] = []
+        base, _, said, base_whole = _session(image, tree, None, False, args.think, workers=1)
+        rows.append(("baseline (no cache, no warm-up, one thread)", base, base_whole))
+        procs, _, _, whole = _session(image, tree, None, False, args.think)
+        rows.append((f"no cache, no warm-up, {_workers()} processes", procs, whole))
+        single, _, _, whole = _session(image, tree, ChunkCache(root / "single.sqlite3"), True, args.think, workers=1)
+        rows.append((f"empty cache, warm-up in one thread, after {args.think:g}s", single, whole))
+        cold, _, _, whole = _session(image, tree, cache, True, args.think)
+        rows.append((f"empty cache, warm-up ({_workers()} processes), after {args.think:g}s", cold, whole))
+        warm, later, _, whole = _session(image, tree, cache, True, args.think, edit=True)
+        rows.append(("warm cache (same tree again)", warm, whole))
+        other_first, _, _, whole = _session(image, tree2, cache, True, args.think)
+        rows.append((f"other commit ({tree2.name})", other_first, whole))
         assert later is not None
-        rows.append(("later query, after editing one file", later))
+        rows.append(("later query, after editing one file", later, later))
     print(f"first find_code on {tree.name}: {said}")
-    for label, seconds in rows:
-        print(f"  {label:<44} {seconds:7.2f} s   ({base / seconds:5.1f}x faster than the baseline)")
-    for label, seconds in rows[1:6]:
+    print(f"  {'':<44} {'query':>7}     {'':<28} {'session start to answer':>23}")
+    for label, seconds, whole in rows:
+        print(f"  {label:<44} {seconds:7.2f} s   ({base / seconds:5.1f}x faster than the baseline)   "
+              f"{whole:7.2f} s (baseline {base_whole:.2f} s)")
+    for label, seconds, _ in rows[1:6]:
         print(f"{label}: {seconds:.2f} s; goal <= {GOAL:g} s for the first call: "
               f"{'met' if seconds <= GOAL else 'NOT met'}")
     return 0

@@ -47,7 +47,7 @@ def cache_key(path: str, sha256: str) -> str:
 def analyse(path: str, text: str) -> Analysed:
     """`text` cut into chunks, each with the term counts of its name (twice: names weigh more) and text;
     the path's terms are added when the file is indexed (the same content may sit at several paths)."""
-    return [(c.start, c.end, c.kind, c.name, c.text, dict(term_counts(f"{c.name} {c.name} {c.text}")))
+    return [(c.start, c.end, c.kind, c.name, c.text, term_counts(f"{c.name} {c.name} {c.text}"))
             for c in chunk_file(path, text)]
 
 

@@ -58,7 +58,7 @@ class CodeIndex:
     def _add(self, path: str, sha256: str, analysed: Analysed) -> None:
         self.remove_file(path)
         ids: list[int] = []
-        own_path = dict(term_counts(path))
+        own_path = term_counts(path)
         path_length = sum(own_path.values())
         self.path_counts[path] = own_path
         for start, end, kind, name, text, own in analysed:
