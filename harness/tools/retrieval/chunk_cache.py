@@ -85,6 +85,26 @@ class ChunkCache:
                 return found
         return found
 
+    def known(self, keys: Iterable[str]) -> set[str]:
+        """Which of `keys` the cache holds, without reading their analyses (what warming asks: loading
+        them all, as `get_many` does, took most of a warm-up on a tree seen before, beside the sandbox's
+        start)."""
+        wanted = list(dict.fromkeys(keys))
+        found: set[str] = set()
+        with self._lock:
+            db = self._conn()
+            if db is None or not wanted:
+                return found
+            try:
+                for i in range(0, len(wanted), BATCH):
+                    part = wanted[i:i + BATCH]
+                    marks = ",".join("?" * len(part))
+                    found.update(key for (key,) in db.execute(
+                        f"SELECT key FROM chunks WHERE version = ? AND key IN ({marks})", [VERSION, *part]))
+            except sqlite3.Error:
+                return found
+        return found
+
     def put_many(self, entries: Mapping[str, Analysed]) -> None:
         self.put_packed({k: marshal.dumps(v) for k, v in entries.items()})
 

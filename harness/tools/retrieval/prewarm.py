@@ -76,7 +76,7 @@ def _uncached(root: Path, cache: ChunkCache, extensions: tuple[str, ...], skip_d
             if key not in seen:
                 seen.add(key)
                 contents[key] = (rel, data)
-        known = cache.get_many(contents)
+        known = cache.known(contents)
         yield from ((key, rel, data) for key, (rel, data) in contents.items() if key not in known)
 
 

@@ -296,3 +296,29 @@ def test_a_stopped_warm_up_does_not_wait_for_another_one(tmp_path: Path) -> None
     stop.set()
     with prewarm._WARMING:                                    # another session's warm-up under way
         assert warm(root, ChunkCache(tmp_path / "cache.sqlite3"), EXTENSIONS, SKIP_DIRS, stop) == 0
+
+
+def test_known_lists_present_entries_of_this_version_without_loading_them(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = ChunkCache(tmp_path / "cache.sqlite3")
+    cache.put_many({"a": [(1, 1, "lines", "", "a", {"a": 1})], "b": [(1, 1, "lines", "", "b", {"b": 1})]})
+    db = sqlite3.connect(tmp_path / "cache.sqlite3")
+    db.execute("INSERT INTO chunks (key, version, used, data) VALUES ('old', ?, 0, ?)",
+               [chunk_cache.VERSION - 1, marshal.dumps([])])
+    db.commit()
+    db.close()
+    loads: list[bytes] = []
+    monkeypatch.setattr(chunk_cache, "_load", lambda data: loads.append(data))
+    assert cache.known(["a", "b", "old", "missing", "a"]) == {"a", "b"}
+    assert loads == []
+
+
+def test_warming_a_tree_the_cache_has_seen_reads_no_analysis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "project"
+    for rel, text in FILES.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    cache = ChunkCache(tmp_path / "cache.sqlite3")
+    assert warm(root, cache, EXTENSIONS, SKIP_DIRS) == 3          # cart.py's copy shares its content
+    monkeypatch.setattr(ChunkCache, "get_many", lambda *a: pytest.fail("warming loaded analyses"))
+    assert warm(root, cache, EXTENSIONS, SKIP_DIRS) == 0
