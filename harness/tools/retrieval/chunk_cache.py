@@ -17,7 +17,7 @@ import marshal
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -63,15 +63,10 @@ class ChunkCache:
             if db is None or not wanted:
                 return found
             try:
-                for i in range(0, len(wanted), BATCH):
-                    part = wanted[i:i + BATCH]
-                    marks = ",".join("?" * len(part))
-                    rows = db.execute(f"SELECT key, data FROM chunks WHERE version = ? AND key IN ({marks})",
-                                      [VERSION, *part]).fetchall()
-                    for key, data in rows:
-                        value = _load(data)
-                        if value is not None:
-                            found[key] = value
+                for key, data in _rows(db, "key, data", wanted):
+                    value = _load(data)
+                    if value is not None:
+                        found[key] = value
                 if found:     # marked as used, in one transaction (one per row took half a django tree's load)
                     now, keys = time.time(), list(found)
                     db.execute("BEGIN")
@@ -96,11 +91,7 @@ class ChunkCache:
             if db is None or not wanted:
                 return found
             try:
-                for i in range(0, len(wanted), BATCH):
-                    part = wanted[i:i + BATCH]
-                    marks = ",".join("?" * len(part))
-                    found.update(key for (key,) in db.execute(
-                        f"SELECT key FROM chunks WHERE version = ? AND key IN ({marks})", [VERSION, *part]))
+                found.update(key for (key,) in _rows(db, "key", wanted))
             except sqlite3.Error:
                 return found
         return found
@@ -133,6 +124,15 @@ class ChunkCache:
             if self._db is not None:
                 self._db.close()
                 self._db = None
+
+
+def _rows(db: sqlite3.Connection, columns: str, keys: list[str]) -> Iterator[tuple[Any, ...]]:
+    """`columns` of this version's entries among `keys`, `BATCH` keys a query."""
+    for i in range(0, len(keys), BATCH):
+        part = keys[i:i + BATCH]
+        marks = ",".join("?" * len(part))
+        yield from db.execute(f"SELECT {columns} FROM chunks WHERE version = ? AND key IN ({marks})",
+                              [VERSION, *part]).fetchall()
 
 
 def _rollback(db: sqlite3.Connection) -> None:
