@@ -61,8 +61,9 @@ def term_counts(text: str) -> dict[str, int]:
     """How often each term occurs in `text` (what the index stores; `terms` without the order).
 
     The identifiers are counted first (in C), then each distinct one's cached terms added with its
-    count: a chunk repeats its few names many times, so this is a third of the Python-level work of
-    expanding every occurrence (half of a django tree's analysis had been spent here)."""
+    count: a chunk repeats its few names many times, so the loop in Python runs once per distinct
+    name instead of once per occurrence (3.1 to 2.1 s of CPU over a django tree, whose analysis
+    this stage had been half of)."""
     counts: dict[str, int] = {}
     get = counts.get
     for ident, n in Counter(_IDENT.findall(text)).items():
