@@ -1,6 +1,6 @@
 """Sandbox benchmark: shell round trip vs `docker exec`, start/teardown, and 1 GiB of output.
 
-    .venv/bin/python bench/bench_sandbox.py [--rounds 200] [--quick]
+    .venv/bin/python bench/bench_sandbox.py [--rounds 200] [--quick] [--image TAG]
 
 Prints p50/p95 of one trivial command (`true`) through the harness `bash` tool (channel, capture
 and observation formatting included), back to back and 50 ms apart (the channel starts the next
@@ -105,6 +105,7 @@ def round_trips(image: str, rounds: int) -> dict[str, dict[str, float]]:
             rows.update(_channel_rows(box, rounds, "" if direct else "_exec_stream", via))
             if direct:
                 rows.update(_floors(box))
+                rows.update(_process_starts(box))
                 rows.update(_docker_exec_rows(box, rounds))
     goals = {"harness_bash_tool": 1.3, "harness_bash_tool_paced": 1.0}
     spawn, warm = rows["floor_bash_spawn"]["p50_ms"], rows["floor_warm_bash"]["p50_ms"]
@@ -173,6 +174,34 @@ def _floors(box: DockerSandbox) -> dict[str, dict[str, float]]:
     print(f"  {'floor: pipe round trip':<34} mean {got['pipe']:7.3f} ms")
     return {"floor_bash_spawn": {"p50_ms": got["spawn"]}, "floor_warm_bash": {"p50_ms": got["warm"]},
             "floor_pipe_round_trip": {"mean_ms": got["pipe"]}}
+
+
+STARTS_PROBE = r"""
+import json, statistics, subprocess, sys, time
+def median(argv, n=30):
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        out.append(time.perf_counter() - t)
+    return statistics.median(out) * 1e3
+print(json.dumps({" ".join(a): median(a) for a in json.loads(sys.argv[1])}))
+"""
+EVERYDAY = [["/bin/true"], ["bash", "-c", "true"], ["ls", "/"], ["grep", "-c", "x", "/etc/passwd"],
+            ["git", "--version"], ["python3", "-c", "pass"]]
+
+
+def _process_starts(box: DockerSandbox) -> dict[str, dict[str, float]]:
+    """How long everyday programs take to start and exit in this container (the image's part of every
+    command: the dynamic loader, the locale, Python's start), with the sandbox's environment."""
+    box.write_file("/tmp/starts_probe.py", STARTS_PROBE.encode())
+    result = box.exec(f"python3 /tmp/starts_probe.py '{json.dumps(EVERYDAY)}'", timeout=120)
+    got = json.loads(result.stdout.text.strip().splitlines()[-1])
+    rows = {}
+    for name, ms in got.items():
+        print(f"  {'start: ' + name:<34} p50 {ms:8.2f} ms")
+        rows[f"start_{name.replace(' ', '_')}"] = {"p50_ms": ms}
+    return rows
 
 
 def lifecycle(image: str, rounds: int) -> dict[str, dict[str, float]]:
@@ -247,13 +276,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=200, help="timed round trips of the bash tool")
     parser.add_argument("--quick", action="store_true", help="fewer rounds, and skip the 1 GiB run")
+    parser.add_argument("--image", default=None,
+                        help="measure this sandbox image instead of the current one (an earlier build, to compare)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     parser.add_argument("--one-gib-child", metavar="IMAGE", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one_gib_child:
         one_gib_child(args.one_gib_child)
         return 0
-    image = ensure_image(python="3.11")
+    image = args.image or ensure_image(python="3.11")
     print(f"image {image}; {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
     rounds = 40 if args.quick else args.rounds
     figures: dict[str, object] = {"image": image, "round_trip": round_trips(image, rounds)}

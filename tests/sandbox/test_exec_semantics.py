@@ -48,3 +48,13 @@ def test_the_command_runs_in_its_own_process_group_and_session(shared_box: Docke
     result = shared_box.exec("ps -o pid=,pgid=,sid= -p $$", timeout=10)
     pid, pgid, sid = result.stdout.text.split()
     assert pid == pgid == sid
+
+
+def test_commands_run_in_the_utf8_locale_which_the_image_keeps_in_one_archive(shared_box: DockerSandbox) -> None:
+    # one file for glibc to open at each setlocale instead of a folder of 13 (see the Dockerfiles)
+    command = ("x=é; echo ${#x} $LANG; localedef --list-archive; LANG=C bash -c 'x=é; echo ${#x}'; "
+               "python3 -c 'import locale, sys; "
+               "print(locale.setlocale(locale.LC_ALL, \"\"), sys.getfilesystemencoding())'")
+    result = shared_box.exec(command, timeout=20)
+    # é is one character in the UTF-8 locale, two bytes in the C locale (the control)
+    assert result.stdout.text.splitlines() == ["1 C.UTF-8", "C.utf8", "2", "C.UTF-8 utf-8"], result.stderr.text
