@@ -50,7 +50,7 @@ MODE_LABEL = "harness.image.mode"
 BASE_LABEL = "harness.base"   # on images built FROM a sandbox image: which one (prune removes them with it)
 PYTHON_RELEASES = {"3.9": "bullseye", "3.11": "bookworm", "3.13": "trixie"}
 DEBIAN_PACKAGES = ["python3", "python3-pip", "python3-venv", "python3-pytest", "python3-pyflakes",
-                   "git", "procps", "ca-certificates", "patch", "less"]
+                   "git", "procps", "ca-certificates", "patch", "less", "bash-static"]
 TOOLCHAIN_PACKAGES = ("build-essential", "python3-dev", "pkg-config")
 """What a project that compiles C extensions at install needs beyond the sandbox image."""
 _DEBIAN_NAME = re.compile(r"[a-z0-9][a-z0-9+.-]+")   # Debian policy: package names

@@ -25,8 +25,10 @@ from sandbox.docker_client import client_or_default
 from sandbox.errors import ImageError, SandboxError
 from sandbox.reaper import links_root, owner_labels, reap
 
+# SHELL and HOME set spare every bash start a passwd lookup (nsswitch.conf, /etc/passwd: two file opens,
+# each a round trip to the daemon under a FUSE storage driver)
 BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/home/agent",
-            "USER": "agent", "LANG": "C.UTF-8", "TERM": "dumb", "PYTHONDONTWRITEBYTECODE": "1",
+            "USER": "agent", "SHELL": "/bin/bash", "LANG": "C.UTF-8", "TERM": "dumb", "PYTHONDONTWRITEBYTECODE": "1",
             "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "PIP_BREAK_SYSTEM_PACKAGES": "1",
             "GIT_TERMINAL_PROMPT": "0", "PAGER": "cat"}
 IDLE_UID = 65534   # nobody: owns the container's main process, not the agent's files

@@ -39,6 +39,30 @@ class Capture:
         # all of it, so the model can always page what it was not shown
         self.save_over = save_over
 
+    def feed_from(self, buf: bytearray, size: int) -> None:
+        """`feed(buf[:size])` for a buffer the caller reuses for every read.
+
+        Once the head is full, the saved copy complete and the search budget spent, only the tail's part
+        of the read is copied and its newlines counted. (A fresh `bytes` per 1 MiB read cost more than
+        the count: 220,000 page faults a GiB, half the reader's CPU, on the sandbox's one CPU.)
+        """
+        if not self._dropping():
+            self.feed(bytes(memoryview(buf)[:size]))
+            return
+        self.total += size
+        self.lines += buf.count(b"\n", 0, size)
+        keep = min(size, 2 * self.tail_max)
+        with memoryview(buf) as view:
+            self.tail += view[size - keep:size]
+        if len(self.tail) > 2 * self.tail_max:
+            del self.tail[: len(self.tail) - self.tail_max]
+
+    def _dropping(self) -> bool:
+        """Whether what comes now only counts and passes through the tail."""
+        return (len(self.head) >= self.head_max
+                and (not self.save_path or (self.save_file is not None and self.saved >= self.save_max))
+                and (self.error_re is None or self.scanned >= SCAN_MAX))
+
     def feed(self, chunk: bytes) -> None:
         before = self.total
         self.total += len(chunk)

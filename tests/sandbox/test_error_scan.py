@@ -7,6 +7,7 @@ end-to-end path through a container is covered in test_output.py.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -92,3 +93,31 @@ def test_the_observation_says_how_far_error_lines_were_looked_for() -> None:
                         scanned_bytes=16 << 20)
     text = render_stream("stdout", cap, 50, 4000, 40, labelled=False)
     assert "lines that look like errors (1 of 1 found in its first 16.0 MiB and its last lines)" in text
+
+
+@pytest.mark.parametrize("save", [False, True])
+def test_reads_into_a_reused_buffer_give_the_answer_fresh_chunks_give(monkeypatch: pytest.MonkeyPatch,
+                                                                        tmp_path: Path, save: bool) -> None:
+    """`feed_from` (the read loop's path) against `feed` over the same reads: head, tail, counts, error
+    lines, the saved copy and how far the search went, past the head, the save and the search budget."""
+    monkeypatch.setattr(capture, "SCAN_MAX", 50_000)
+    pieces = [b"fine line\n", b"ERROR: boom\n", b"x" * 700, b"\n", b"Traceback (most recent call last):\n"]
+    data = b"".join(pieces[(i * 7919) % 5] for i in range(40_000))   # ~1 MB
+    answers = []
+    for way in ("feed", "feed_from"):
+        path = f"{tmp_path}/{way}.txt" if save else None
+        cap = Capture(4096, 4096, path, 100_000, re.compile(ERROR_PATTERN.encode(), re.MULTILINE), 50)
+        buf = bytearray(65536)
+        for start in range(0, len(data), 9973):
+            part = data[start:start + 9973]
+            if way == "feed":
+                cap.feed(part)
+            else:
+                buf[:len(part)] = part
+                cap.feed_from(buf, len(part))
+        answer = cap.finish(True)
+        saved = Path(answer.saved_path).read_bytes() if answer.saved_path else None
+        answers.append((answer._replace(saved_path=None), saved))
+    assert answers[0] == answers[1]
+    assert answers[0][0].truncated and answers[0][0].scanned_bytes == 50_000 and answers[0][0].error_lines_total
+    assert (answers[0][1] == data[:100_000]) if save else answers[0][1] is None

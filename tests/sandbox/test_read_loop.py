@@ -10,7 +10,7 @@ import types
 
 import pytest
 
-from sandbox.server import loop
+from sandbox.server import loop, processes
 from sandbox.server.capture import Capture
 from sandbox.server.processes import Sweep
 
@@ -57,3 +57,10 @@ def test_without_a_grown_pipe_the_loop_never_naps(monkeypatch: pytest.MonkeyPatc
     """A nap with the default 64 KiB pipe would stall the command: it fills that in microseconds."""
     out, naps = _run(FLOOD, monkeypatch, grow=False)
     assert out.total == 64 << 20 and naps == []
+
+
+def test_where_there_is_no_static_bash_commands_run_under_bin_bash() -> None:
+    assert processes.bash_executable() == "/bin/bash"   # the host has no /opt/harness/bin/bash
+    proc = processes.spawn("echo $BASH; readlink /proc/$$/exe; true", {"PATH": "/usr/bin:/bin"}, "/")
+    out, _ = proc.communicate(timeout=30)
+    assert out.decode().split("\n")[0] == "/bin/bash" and out.decode().split("\n")[1].endswith("/bash")
