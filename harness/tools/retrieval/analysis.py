@@ -24,15 +24,18 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import chain
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from harness.tools.editing.lint import gc_paused
-from harness.tools.retrieval.chunk_cache import Analysed
 from harness.tools.retrieval.chunks import PYTHON, chunk_file, term_counts
+
+if TYPE_CHECKING:
+    from harness.tools.retrieval.chunk_cache import Analysed
 
 PROCESS_MIN_BYTES = 4 << 20       # text from which worker processes pay for their start
 TASK_BYTES = 256 << 10            # text sent to a worker at a time
 MAX_WORKERS = 4
+PREVIEW = 150                     # characters of a chunk's first line kept to show
 
 Item = tuple[str, str, bytes]     # (cache key, path, content)
 Work = list[Item]
@@ -45,10 +48,17 @@ def cache_key(path: str, sha256: str) -> str:
 
 
 def analyse(path: str, text: str) -> Analysed:
-    """`text` cut into chunks, each with the term counts of its name (twice: names weigh more) and text;
-    the path's terms are added when the file is indexed (the same content may sit at several paths)."""
-    return [(c.start, c.end, c.kind, c.name, c.text, term_counts(f"{c.name} {c.name} {c.text}"))
+    """`text` cut into chunks, each with its first line (what `find_code` shows of it) and the term
+    counts of its name (twice: names weigh more) and text; the path's terms are added when the file
+    is indexed (the same content may sit at several paths). Only that line of a chunk's text is kept:
+    the whole text had been half of an analysis to send, store and load (41 MB for a django tree)."""
+    return [(c.start, c.end, c.kind, c.name, preview(c.text), term_counts(f"{c.name} {c.name} {c.text}"))
             for c in chunk_file(path, text)]
+
+
+def preview(text: str) -> str:
+    """The first line of `text` that is not blank, without its indentation, at most `PREVIEW` characters."""
+    return next((line.strip() for line in text.split("\n") if line.strip()), "")[:PREVIEW]
 
 
 def default_workers() -> int:
@@ -56,21 +66,23 @@ def default_workers() -> int:
 
 
 def analyse_many(items: Iterable[Item], sink: Sink, stop: threading.Event | None = None,
-                 workers: int | None = None) -> int:
+                 workers: int | None = None, size: int | None = None) -> int:
     """Analyse each item and hand the results to `sink` in batches; returns how many were analysed.
     Stops early (between batches) once `stop` is set. `workers`: None for `default_workers()`, 0 or 1
     for this thread only. Workers that cannot start or die (no interpreter to run, the OOM killer)
-    leave their work to this thread."""
+    leave their work to this thread. `size`: the items' bytes in all, when the caller knows it (the
+    workers then start before the first item is read; otherwise items are read ahead to decide)."""
     stop = stop or threading.Event()
     workers = default_workers() if workers is None else workers
     items = iter(items)
     head: Work = []
-    size = 0
-    for item in items:                   # enough text to pay for workers? (read lazily: bounded memory)
-        head.append(item)
-        size += len(item[2])
-        if size >= PROCESS_MIN_BYTES:
-            break
+    if size is None:
+        size = 0
+        for item in items:               # enough text to pay for workers? (read lazily: bounded memory)
+            head.append(item)
+            size += len(item[2])
+            if size >= PROCESS_MIN_BYTES:
+                break
     tasks = _tasks(chain(head, items))
     done = 0
     if workers > 1 and size >= PROCESS_MIN_BYTES:

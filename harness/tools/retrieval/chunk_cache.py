@@ -25,12 +25,12 @@ from harness import checks
 from harness.core.sources import cache_dir
 from harness.core.sqlite import use_wal
 
-VERSION = 1
+VERSION = 2                 # 2: a chunk's first line kept instead of its text
 MAX_ROWS = 400_000          # a few hundred trees of a large repository; the least recently used go first
 BATCH = 500
 
 Analysed = list[tuple[int, int, str, str, str, dict[str, int]]]
-"""A file's chunks, each (start, end, kind, name, text, term counts of name, name and text)."""
+"""A file's chunks, each (start, end, kind, name, first line, term counts of name, name and text)."""
 
 
 class ChunkCache:

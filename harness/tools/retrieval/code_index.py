@@ -8,6 +8,7 @@ the always-positive idf log(1 + (N - df + 0.5) / (df + 0.5)) used by Lucene.
 
 from __future__ import annotations
 
+import heapq
 import marshal
 import math
 import threading
@@ -41,7 +42,7 @@ class CodeIndex:
     """
 
     files: dict[str, tuple[str, list[int]]] = field(default_factory=dict)   # path -> (sha, chunk ids)
-    chunks: dict[int, Chunk] = field(default_factory=dict)
+    chunks: dict[int, Chunk] = field(default_factory=dict)     # each one's `text`: its first line (analysis.preview)
     counts: dict[int, dict[str, int]] = field(default_factory=dict)      # chunk id -> its own term counts
     path_counts: dict[str, dict[str, int]] = field(default_factory=dict)  # path -> its path's term counts
     lengths: dict[int, int] = field(default_factory=dict)
@@ -51,6 +52,21 @@ class CodeIndex:
     cache: ChunkCache | None = None     # analyses of files by content, shared across sessions (None: none)
     warming: threading.Thread | None = field(default=None, repr=False)   # prewarm.start_warming's thread
     stop_warming: threading.Event = field(default_factory=threading.Event, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _adopting: bool = field(default=True, repr=False)    # until the first sync, the warm-up may add files
+
+    def adopt(self, files: Iterable[tuple[str, str, Analysed]]) -> bool:
+        """Index (path, sha256, analysis) of files the session's warm-up analysed from the host's copy
+        (`prewarm.warm`), before the first `sync`; once that has begun, refused (False): the index is the
+        sandbox's from then on. What the warm-up indexes that the sandbox no longer holds, the first
+        `sync` drops or re-indexes, as for any file that changed."""
+        with self._lock:
+            if not self._adopting:
+                return False
+            with gc_paused():
+                for path, sha256, analysed in files:
+                    self._add(path, sha256, analysed)
+            return True
 
     def add_file(self, path: str, sha256: str, text: str) -> None:
         self._add(path, sha256, analyse(path, text))
@@ -82,16 +98,16 @@ class CodeIndex:
             self._postings.clear()
 
     def posting(self, term: str) -> dict[int, int]:
-        """chunk id -> how often `term` occurs in the chunk (its path counted in), for chunks that have it."""
+        """chunk id -> how often `term` occurs in the chunk (its path counted in), for chunks that have it.
+        One pass over the chunks' counts, then the few paths that hold the term add it to their chunks."""
         found = self._postings.get(term)
         if found is None:
-            found = {}
-            for path, (_, ids) in self.files.items():
-                extra = self.path_counts[path].get(term, 0)
-                for cid in ids:
-                    tf = self.counts[cid].get(term, 0) + extra
-                    if tf:
-                        found[cid] = tf
+            found = {cid: tf for cid, own in self.counts.items() if (tf := own.get(term, 0))}
+            for path, own in self.path_counts.items():
+                extra = own.get(term, 0)
+                if extra:
+                    for cid in self.files[path][1]:
+                        found[cid] = found.get(cid, 0) + extra
             self._postings[term] = found
         return found
 
@@ -111,6 +127,8 @@ class CodeIndex:
         if self.warming is not None:     # the session's files are being analysed: those results are near
             self.warming.join(WARM_WAIT)
             self.warming = None
+        with self._lock:                 # a warm-up still running (past WARM_WAIT) adds nothing from now on
+            self._adopting = False
         gone = [p for p in self.files if p not in fingerprints]
         stale = [p for p, sha in fingerprints.items() if self.files.get(p, ("",))[0] != sha]
         changed = sum(1 for p in stale if p in self.files)
@@ -150,8 +168,13 @@ class CodeIndex:
             for cid, tf in posting.items():
                 norm = K1 * (1 - B + B * self.lengths[cid] / avg)
                 scores[cid] = scores.get(cid, 0.0) + idf * tf * (K1 + 1) / (tf + norm)
-        best = sorted(scores.items(), key=lambda item: (-item[1], self.chunks[item[0]].path,
-                                                        self.chunks[item[0]].start))[:k]
+        if not scores:
+            return []
+        # the k best, ties broken by place: only the scores at least the k-th best are sorted (a full
+        # sort of every chunk that matched a word took a third of a query on a django tree)
+        floor = heapq.nlargest(k, scores.values())[-1]
+        best = sorted(((cid, score) for cid, score in scores.items() if score >= floor),
+                      key=lambda item: (-item[1], self.chunks[item[0]].path, self.chunks[item[0]].start))[:k]
         return [(self.chunks[cid], score) for cid, score in best]
 
 

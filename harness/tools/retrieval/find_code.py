@@ -63,8 +63,8 @@ def _find(ctx: ToolContext, query: str, k: int) -> str:
         return f"no code matches any word of {query!r} ({stats}); try other words, or search(pattern=...)"
     out = [f"{len(hits)} best matches for {query!r} ({stats}):"]
     for n, (chunk, score) in enumerate(hits, 1):
-        first = next((x.strip() for x in chunk.text.split("\n") if x.strip()), "")[:150]
-        out.append(f"{n}. {chunk.path}:{chunk.start}-{chunk.end}  {chunk.label}  (score {score:.1f})\n     {first}")
+        out.append(f"{n}. {chunk.path}:{chunk.start}-{chunk.end}  {chunk.label}  (score {score:.1f})\n"
+                   f"     {chunk.text}")
     return "\n".join(out)
 
 

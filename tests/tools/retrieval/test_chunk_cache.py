@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import marshal
+import os
 import sqlite3
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.tools.retrieval import analysis, chunk_cache, prewarm
+from harness.tools.retrieval import analysis, chunk_cache, code_index, prewarm
 from harness.tools.retrieval.analysis import cache_key
 from harness.tools.retrieval.chunk_cache import ChunkCache
 from harness.tools.retrieval.chunks import term_counts, terms
@@ -322,3 +323,84 @@ def test_warming_a_tree_the_cache_has_seen_reads_no_analysis(tmp_path: Path, mon
     assert warm(root, cache, EXTENSIONS, SKIP_DIRS) == 3          # cart.py's copy shares its content
     monkeypatch.setattr(ChunkCache, "get_many", lambda *a: pytest.fail("warming loaded analyses"))
     assert warm(root, cache, EXTENSIONS, SKIP_DIRS) == 0
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["empty cache", "cache has seen the tree"])
+def test_the_warm_up_builds_the_sessions_index_and_the_first_query_reindexes_only_what_differs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cached: bool) -> None:
+    monkeypatch.setattr(analysis, "PROCESS_MIN_BYTES", 1)       # worker processes, as on a large tree
+    monkeypatch.setattr(analysis, "TASK_BYTES", 300)
+    monkeypatch.setattr(prewarm, "BATCH", 7)                    # cached analyses loaded in several batches
+    root = tmp_path / "project"
+    files = _project(root, 30)
+    cache = ChunkCache(tmp_path / "cache.sqlite3")
+    if cached:
+        warm(root, cache, EXTENSIONS, SKIP_DIRS, workers=1)
+    index = CodeIndex(cache=cache)
+    thread = start_warming(index, root, EXTENSIONS, SKIP_DIRS)
+    assert thread is not None
+    thread.join(60)
+    assert {p: sha for p, (sha, _) in index.files.items()} == _fps(files)      # built before any query
+    assert _shape(index) == _shape(_index(None, files, []))
+    # the sandbox as the first query finds it: one file edited, one deleted, one new since the copy
+    now = dict(files, **{"pkg/m3.py": "def renamed_step(value):\n    return value\n", "notes.md": "# notes\n"})
+    del now["pkg/m4.py"]
+    monkeypatch.setattr(ChunkCache, "get_many", lambda self, keys: {})   # nothing more comes from the cache
+    fetched: list[str] = []
+
+    def fetch(paths: list[str]) -> dict[str, str]:
+        fetched.extend(paths)
+        return {p: now[p] for p in paths}
+
+    report = index.sync(_fps(now), fetch)
+    assert sorted(fetched) == ["notes.md", "pkg/m3.py"] and (report.added, report.changed, report.removed) == (1, 1, 1)
+    assert _shape(index) == _shape(_index(None, now, []))
+    assert [c.name for c, _ in index.search("renamed step", 1)] == ["renamed_step"]
+
+
+def test_a_warm_up_that_outlives_the_first_query_adds_nothing_to_the_index(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "project"
+    _write(root, FILES)
+    index = CodeIndex(cache=ChunkCache(tmp_path / "cache.sqlite3"))
+    monkeypatch.setattr(code_index, "WARM_WAIT", 0.05)
+    with prewarm._WARMING:                                    # another session's warm-up holds this one back
+        thread = start_warming(index, root, EXTENSIONS, SKIP_DIRS)
+        assert thread is not None
+        sandbox = dict(FILES, **{"shop/cart.py": "def checkout(cart):\n    return cart\n"})
+        index.sync(_fps(sandbox), lambda paths: {p: sandbox[p] for p in paths})     # gave up waiting
+    thread.join(60)                                           # it analysed the host's copy after all
+    assert not thread.is_alive() and not index.adopt([("x.py", "0" * 64, [])])
+    assert _shape(index) == _shape(_index(None, sandbox, []))      # the sandbox's files, not the host's
+
+
+def test_the_listing_follows_no_link_and_skips_what_find_code_skips(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    _write(root, {"a/x.py": "x = 1\n", "a/b.txt": "b\n", "pkg.egg-info/PKG-INFO.txt": "skip\n",
+                  ".git/config.txt": "skip\n", "a/__pycache__/x.txt": "skip\n", "a/image.png": "skip\n"})
+    outside = tmp_path / "outside"
+    _write(outside, {"secret.py": "TOKEN = 1\n"})
+    (root / "linked").symlink_to(outside, target_is_directory=True)
+    (root / "a" / "link.py").symlink_to(outside / "secret.py")
+    (root / "a" / "dangling.py").symlink_to(tmp_path / "missing.py")
+    os.mkfifo(root / "a" / "pipe.py")
+    listed = prewarm._listing(str(root), EXTENSIONS, SKIP_DIRS)
+    assert [(rel, size) for _, rel, size in listed] == [("a/b.txt", 2), ("a/x.py", 6)]
+    assert [p.relative_to(root).as_posix() for p in indexable(root, EXTENSIONS, SKIP_DIRS)] == ["a/b.txt", "a/x.py"]
+
+
+def test_an_analysis_worker_starts_without_the_tool_catalog() -> None:
+    """A worker imports the analysis alone: the catalog and its JSON Schema validator took 170 ms of each
+    worker's start, beside the sandbox's."""
+    code = ("import sys; from harness.tools.retrieval.analysis import worker_main; "
+            "print(sorted(m for m in sys.modules if m.startswith(('jsonschema', 'harness.tools.catalog', "
+            "'harness.tools.base', 'sqlite3')))); "
+            "from harness.tools import Catalog, ToolContext; print(Catalog.__name__, ToolContext.__module__)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split("\n")[:2] == ["[]", "Catalog harness.tools.base"]   # the names still import on use

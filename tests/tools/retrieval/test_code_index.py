@@ -90,3 +90,23 @@ def test_unchanged_files_are_not_fetched_again() -> None:
     index.sync({"a.py": "1"}, _fetcher({"a.py": OTHER}, log))
     index.sync({"a.py": "1"}, _fetcher({"a.py": OTHER}, log))
     assert log == [["a.py"]]
+
+
+def test_the_k_best_are_those_of_a_full_ranking_ties_broken_by_place() -> None:
+    index = CodeIndex()
+    for n in range(40):       # many chunks with equal scores, and some that score higher
+        index.add_file(f"pkg/m{n % 7}_{n}.py", f"{n:064x}",
+                       "def count_words(text):\n    return 1\n" if n % 3 else
+                       "def count_words(text):\n    return count_words(words(text))\n")
+    everything = index.search("count words", 1000)
+    ranked = sorted(everything, key=lambda hit: (-hit[1], hit[0].path, hit[0].start))
+    assert everything == ranked and len({score for _, score in everything}) == 2
+    for k in (1, 3, 13, 14, 40):
+        assert index.search("count words", k) == ranked[:k]
+
+
+def test_a_result_shows_the_first_line_of_its_chunk() -> None:
+    index = CodeIndex()
+    index.add_file("wc/core.py", "0" * 64, CORE)
+    chunk, _ = index.search("printable report", 1)[0]
+    assert (chunk.label, chunk.text) == ("class Report", "class Report:")
