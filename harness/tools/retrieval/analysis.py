@@ -216,4 +216,7 @@ def _in_processes(tasks: Iterator[Work], sink: Sink, stop: threading.Event, work
             worker.wait()
             for pipe in (worker.stdin, worker.stdout):
                 if pipe is not None:
-                    pipe.close()
+                    try:
+                        pipe.close()
+                    except OSError:     # a task left unsent in the buffer of a worker that died: EPIPE
+                        pass

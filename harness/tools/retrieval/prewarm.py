@@ -155,11 +155,15 @@ class _Into:
         self.index.adopt(files)
 
     def load(self, cache: ChunkCache, keys: list[str], stop: threading.Event) -> None:
-        """The cache's analyses of `keys`, into the index, a batch at a time."""
-        for i in range(0, len(keys), BATCH):
-            if stop.is_set():
-                return
-            self.adopt(cache.get_many(keys[i:i + BATCH]))
+        """The cache's analyses of `keys`, into the index, a batch at a time (what fails to load, the
+        first query indexes itself)."""
+        try:
+            for i in range(0, len(keys), BATCH):
+                if stop.is_set():
+                    return
+                self.adopt(cache.get_many(keys[i:i + BATCH]))
+        except Exception:  # noqa: BLE001 - warming is an optimisation, and this thread has no one to tell
+            pass
 
     def storing(self, cache: ChunkCache) -> Callable[[Mapping[str, bytes]], None]:
         """The sink of new analyses: into the cache, then into the index."""
