@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from sandbox.docker_sandbox import DockerSandbox
 
 
@@ -77,3 +79,21 @@ def test_the_static_bash_is_debians_own_build_of_the_same_bash(shared_box: Docke
                              "&& echo same; dpkg-query -W -f '${source:Version}\\n' bash bash-static | uniq | wc -l",
                              timeout=10)
     assert result.stdout.text.splitlines() == ["bash-static: /bin/bash-static", "bash: /bin/bash", "same", "1"]
+
+
+def test_a_command_of_20_kb_runs_in_the_bash_started_ahead_with_nothing_of_the_harness_left(
+        shared_box: DockerSandbox) -> None:
+    """The waiting bash reads its command from a file (a pipe cost a system call per byte): a heredoc
+    of a few kilobytes, as a model writes files, runs there too, exactly as `bash -c` would run it."""
+    shared_box.exec("true", timeout=10)
+    time.sleep(0.5)                               # the bash for the next command starts after the answer
+    fields = " ".join(["_"] * 20)                 # /proc/$$/stat: the 22nd field is the start, in ticks
+    head = (f"read -r _ {fields} start _ < /proc/$$/stat; read -r up _ < /proc/uptime; echo $start $up; "
+            "ls /proc/$$/fd | tr '\\n' ' '; echo; echo ${#BASH_EXECUTION_STRING}; cat <<'EOF' | wc -c\n")
+    body = ("$HOME `x` \\ 'q' \"d\" é " * 4 + "\n") * 200
+    command = head + body + "EOF"
+    assert 16_384 < len(command.encode()) < 32_768
+    result = shared_box.exec(command, timeout=20)
+    start, up, fds, length, size = result.stdout.text.splitlines()[0].split() + result.stdout.text.splitlines()[1:]
+    assert float(up) - int(start) / 100 > 0.25, "the command ran in a bash started for it"
+    assert (fds, length, size) == ("0 1 2 ", str(len(command)), str(len(body.encode()))), result.stderr.text
