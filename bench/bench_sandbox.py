@@ -160,32 +160,22 @@ def warm():
     t = time.perf_counter()
     os.write(w, b"true\n"); os.close(w); p.communicate()
     return time.perf_counter() - t
-def pipe_round_trip():
+def pipe_round_trips(rounds, pause):
     a, b = os.pipe(); c, d = os.pipe()
     if os.fork() == 0:
-        for _ in range(200):
-            os.read(a, 1); os.write(d, b"x")
-        os._exit(0)
-    t = time.perf_counter()
-    for _ in range(200):
-        os.write(b, b"x"); os.read(c, 1)
-    os.wait()
-    return (time.perf_counter() - t) / 200 * 1e3
-def paced_pipe_round_trip():
-    a, b = os.pipe(); c, d = os.pipe()
-    if os.fork() == 0:
-        for _ in range(30):
+        for _ in range(rounds):
             os.read(a, 1); os.write(d, b"x")
         os._exit(0)
     out = []
-    for _ in range(30):
-        time.sleep(0.05)
+    for _ in range(rounds):
+        if pause:
+            time.sleep(pause)
         t = time.perf_counter(); os.write(b, b"x"); os.read(c, 1); out.append(time.perf_counter() - t)
     os.wait()
-    return statistics.median(out) * 1e3
+    return out
 warm_ms = statistics.median(warm() for _ in range(40)) * 1e3
-print(json.dumps({"spawn": median(spawn), "warm": warm_ms, "pipe": pipe_round_trip(),
-                  "paced_pipe": paced_pipe_round_trip(), "bash": BASH}))
+print(json.dumps({"spawn": median(spawn), "warm": warm_ms, "pipe": statistics.mean(pipe_round_trips(200, 0)) * 1e3,
+                  "paced_pipe": statistics.median(pipe_round_trips(30, 0.05)) * 1e3, "bash": BASH}))
 """
 
 
