@@ -23,7 +23,6 @@ import platform
 import re
 import shutil
 import subprocess
-import sys
 import urllib.parse
 import urllib.request
 import zipfile
@@ -35,6 +34,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from harness import checks
+from harness.core.interpreter import python_command
 from harness.core.sources import cache_dir
 from harness.errors import TaskError
 from sandbox.api import Progress
@@ -191,7 +191,7 @@ def _download(reqs: list[str], python: str, dest: Path, flags: list[str], progre
     if not reqs:
         return
     progress(f"pip download for Python {python}: {' '.join(reqs)}")
-    cmd = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-input",
+    cmd = [*python_command("-m", "pip"), "download", "--disable-pip-version-check", "--no-input",
            "--only-binary=:all:", "--no-deps", "--dest", str(dest), *flags, "--", *reqs]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
     if proc.returncode != 0:

@@ -38,6 +38,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.core.interpreter import python_command
+
 MARKER = "HARNESS_RAY_CLUSTER"
 MiB = 1024 * 1024
 NODE_IP = "127.0.0.1"
@@ -212,7 +214,7 @@ class LocalCluster:
         sizes = [f"--num-cpus={cpus}"] if cpus is not None else []
         sizes += [f"--memory={memory}"] if memory is not None else []
         sizes += [f"--object-store-memory={self.object_store_memory}"] if self.object_store_memory else []
-        cmd = [sys.executable, "-c", LAUNCH, "start", *extra, "--block", f"--temp-dir={temp_dir}", *sizes,
+        cmd = [*python_command("-c", LAUNCH), "start", *extra, "--block", f"--temp-dir={temp_dir}", *sizes,
                f"--resources={json.dumps(resources)}", f"--dashboard-agent-listen-port={_free_port()}",
                "--disable-usage-stats"]
         inherited = {k: v for k, v in os.environ.items() if k not in AUTH_VARS}

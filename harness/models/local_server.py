@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+from harness.core.interpreter import python_command
 from harness.errors import ConfigError, HarnessError
 
 Say = Callable[[str], None]
@@ -64,7 +65,8 @@ class LocalServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def command(self) -> list[str]:
-        return [self.python, "-m", "llama_cpp.server", "--model", str(self.model_path), "--model_alias", self.alias,
+        return [*python_command("-m", "llama_cpp.server", python=self.python), "--model", str(self.model_path),
+                "--model_alias", self.alias,
                 "--host", "127.0.0.1", "--port", str(self.port), "--chat_format", self.chat_format,
                 "--n_ctx", str(self.n_ctx), *(["--n_threads", str(self.threads)] if self.threads else [])]
 

@@ -1,14 +1,16 @@
 """A file's analysis for `find_code` (its chunks and their term counts), and analysing many at once.
 
-Analysing is CPU work: an AST per Python file and millions of identifiers on a django-sized tree (4 s
-in one thread here). With more than `PROCESS_MIN_BYTES` of text it runs in worker processes, one per
-core the harness may use (at most `MAX_WORKERS`). Each is a new interpreter running `worker_main`
-(not `multiprocessing`: its `spawn` runs the caller's main script again in every child, so a script
-using the harness as a library without an `if __name__ == "__main__"` guard would start its work
-again there). A worker reads tasks on its stdin and answers on its stdout (anything it prints goes
-to /dev/null), ignores Ctrl-C (the harness stops it), runs at a lower priority than the session, and
-is killed when the work is done or given up. Workers that cannot start or die leave their work to
-the calling thread; below `PROCESS_MIN_BYTES`, starting them would cost more than it saves.
+Analysing is CPU work: an outline per Python file and millions of identifiers on a django-sized tree
+(2.2 s in one thread here). With more than `PROCESS_MIN_BYTES` of text it runs in worker processes,
+one per core the harness may use (at most `MAX_WORKERS`). Each is a new interpreter running
+`worker_main` with the current folder off its path (`core.interpreter`: the operator may stand in a
+project holding a `harness` folder of its own). Not `multiprocessing`: its `spawn` runs the caller's
+main script again in every child, so a script using the harness as a library without an
+`if __name__ == "__main__"` guard would start its work again there. A worker reads tasks on its
+stdin and answers on its stdout (anything it prints goes to /dev/null), ignores Ctrl-C (the harness
+stops it), runs at a lower priority than the session, and is killed when the work is done or given
+up. Workers that cannot start or die leave their work to the calling thread; below
+`PROCESS_MIN_BYTES`, starting them would cost more than it saves.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from itertools import chain
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from harness.core.interpreter import python_command
 from harness.tools.editing.lint import gc_paused
 from harness.tools.retrieval.chunks import PYTHON, chunk_file, term_counts
 
@@ -160,7 +163,7 @@ def _start_worker() -> subprocess.Popen[bytes]:
     """A worker on this interpreter, finding this harness whatever made it importable here."""
     home = str(Path(__file__).resolve().parents[3])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([home, *filter(None, [os.environ.get("PYTHONPATH")])])}
-    return subprocess.Popen([sys.executable, "-c", WORKER_CODE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    return subprocess.Popen(python_command("-c", WORKER_CODE), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, env=env, close_fds=True)
 
 
