@@ -25,7 +25,7 @@ from harness import checks
 from harness.core.sources import cache_dir
 from harness.core.sqlite import use_wal
 
-VERSION = 2                 # 2: a chunk's first line kept instead of its text
+VERSION = 3                 # 2: a chunk's first line kept instead of its text; 3: the outline read from the lines
 MAX_ROWS = 400_000          # a few hundred trees of a large repository; the least recently used go first
 BATCH = 500
 
