@@ -16,6 +16,7 @@ import pytest
 
 from harness.cli.main import main
 from harness.core.apply import PatchConflict, apply_to_tree, load_run
+from harness.core.project import select_files
 from harness.core.sources import GIT_IDENTITY
 from harness.errors import TaskError
 
@@ -309,3 +310,28 @@ def test_without_a_terminal_or_yes_nothing_is_applied(tmp_path: Path, checkout: 
     assert "stdin is not a terminal to ask on" in proc.stderr and "--yes" in proc.stderr
     assert "+    return sum(items) - discount" in proc.stdout
     assert snapshot(checkout) == before
+
+
+def _arm(repo: Path, marks: Path) -> None:
+    """The repository's own config and hooks name programs for git to run, each leaving a mark."""
+    hook = repo / ".git" / "hooks" / "reference-transaction"
+    hook.write_text(f"#!/bin/sh\necho hook >> {marks}\n")
+    hook.chmod(0o755)
+    git(repo, "config", "core.fsmonitor", f"echo fsmonitor >> {marks}; false")
+
+
+def test_git_on_the_host_runs_no_program_the_repository_names(tmp_path: Path, checkout: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    marks = tmp_path / "marks"
+    _arm(checkout, marks)
+    git(checkout, "ls-files", "--others")                     # the control: plain git runs them
+    git(checkout, "update-ref", "refs/heads/probe", "HEAD")
+    assert set(marks.read_text().split()) == {"fsmonitor", "hook"}
+    git(checkout, "update-ref", "-d", "refs/heads/probe")
+    marks.unlink()
+    project = select_files(checkout)                         # what goes into the sandbox
+    assert project.mode == "git" and "shop/cart.py" in project.files
+    run = make_run(tmp_path, checkout, EDIT)
+    assert main(["apply", str(run), "--yes", "--branch", "harness/fix"]) == 0   # rev-parse, commit-tree, update-ref
+    assert "on the new branch harness/fix" in capsys.readouterr().out
+    assert not marks.exists()

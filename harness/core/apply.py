@@ -42,7 +42,7 @@ from typing import Literal, cast, get_args
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchSet
 
-from harness.core.sources import GIT_IDENTITY
+from harness.core.sources import GIT_IDENTITY, GIT_ON_HOST
 from harness.errors import TaskError, UnsafePathError
 
 Mode = Literal["git", "folder"]
@@ -475,7 +475,7 @@ def _git(args: list[str], cwd: Path, stdin: bytes = b"", env: dict[str, str] | N
     """`git ARGS` in `cwd`, with no GIT_* variable of ours inherited (a stray GIT_DIR or GIT_INDEX_FILE
     would point git elsewhere) and the harness's identity."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    return subprocess.run(["git", *args], cwd=cwd, input=stdin, capture_output=True, timeout=300,
+    return subprocess.run([*GIT_ON_HOST, *args], cwd=cwd, input=stdin, capture_output=True, timeout=300,
                           env={**clean, **GIT_IDENTITY, **(env or {})})
 
 

@@ -26,7 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from harness.core.sources import MAX_SOURCE_BYTES, MAX_SOURCE_FILES
+from harness.core.sources import GIT_ON_HOST, MAX_SOURCE_BYTES, MAX_SOURCE_FILES
 from harness.errors import TaskError
 
 SKIP_DIRS = frozenset({
@@ -118,11 +118,11 @@ def select_files(root: Path, include: tuple[str, ...] = (), *, max_files: int = 
 
 def _git_files(root: Path) -> list[str] | None:
     """The paths under `root` that git tracks or would track, or None when `root` is not in a checkout."""
-    probe = subprocess.run(["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"],
+    probe = subprocess.run([*GIT_ON_HOST, "-C", str(root), "rev-parse", "--is-inside-work-tree"],
                            capture_output=True, text=True)
     if probe.returncode != 0 or probe.stdout.strip() != "true":
         return None
-    listed = subprocess.run(["git", "-C", str(root), "-c", "core.quotePath=false", "ls-files", "-z", "--cached",
+    listed = subprocess.run([*GIT_ON_HOST, "-C", str(root), "-c", "core.quotePath=false", "ls-files", "-z", "--cached",
                              "--others", "--exclude-standard", "--deduplicate"], capture_output=True)
     if listed.returncode != 0:
         raise TaskError(f"git could not list the files of {str(root)!r}: "

@@ -33,6 +33,10 @@ MAX_SOURCE_FILES = 100_000
 """Cap on a project's member count: the sandbox's `SandboxSpec.max_copy_files`."""
 
 GIT_APPLY = ("git", "apply", "--verbose", "--whitespace=nowarn", "-")
+GIT_ON_HOST = ("git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
+"""git on the host in a repository the harness did not make (the operator's, or one they were sent, whose
+`.git` came with it): its own config could name a program for git to run, `core.fsmonitor` (started by
+`ls-files` and `status`) or a hook (`update-ref` runs `reference-transaction`); these keep both off."""
 GIT_IDENTITY = {"GIT_AUTHOR_NAME": "harness", "GIT_AUTHOR_EMAIL": "harness@localhost",
                 "GIT_COMMITTER_NAME": "harness", "GIT_COMMITTER_EMAIL": "harness@localhost"}
 """Who the harness's own commits (baselines, exported task sources) are by, so git needs no user config."""
