@@ -26,20 +26,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from swebench_data import swebench_path  # noqa: E402
+
 from sandbox.api import SandboxSpec  # noqa: E402
 from sandbox.docker_sandbox import DockerSandbox  # noqa: E402
 from sandbox.images import ensure_image  # noqa: E402
 
 GOAL = 1.5
 HARNESS = Path(__file__).resolve().parent.parent / ".venv" / "bin" / "harness"
-
-
-def _tarball() -> Path:
-    here = Path(__file__).resolve().parents[2] / "shared" / "swebench"
-    for place in (os.environ.get("HARNESS_SWEBENCH_DATA"), here, "/work/shared/swebench"):
-        if place and (Path(place) / "repos" / "django__django-16139.tar.gz").is_file():
-            return Path(place) / "repos" / "django__django-16139.tar.gz"
-    raise SystemExit("no SWE-bench tarball found: pass --tarball, or set HARNESS_SWEBENCH_DATA")
 
 
 def _cli(tree: Path) -> float:
@@ -80,7 +74,7 @@ def main() -> int:
     args = parser.parse_args()
     image = ensure_image(python="3.11")
     with tempfile.TemporaryDirectory(prefix="bench-exec-") as tmp:
-        with tarfile.open(args.tarball or _tarball()) as tar:
+        with tarfile.open(args.tarball or swebench_path("repos/django__django-16139.tar.gz")) as tar:
             tar.extractall(tmp, filter="data")
         tree = next(p for p in Path(tmp).iterdir() if p.is_dir())
         small = Path(tmp) / "small"

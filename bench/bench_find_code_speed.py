@@ -32,6 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from swebench_data import swebench_path  # noqa: E402
+
 from harness.config import ToolsConfig  # noqa: E402
 from harness.tools.base import ToolContext  # noqa: E402
 from harness.tools.retrieval import analysis  # noqa: E402
@@ -49,14 +51,6 @@ DEFAULT_WORKERS = analysis.MAX_WORKERS
 
 def _workers() -> int:
     return min(DEFAULT_WORKERS, len(os.sched_getaffinity(0)))
-
-
-def _shared() -> Path:
-    here = Path(__file__).resolve().parents[2] / "shared" / "swebench"
-    for place in (os.environ.get("HARNESS_SWEBENCH_DATA"), here, "/work/shared/swebench"):
-        if place and (Path(place) / "repos").is_dir():
-            return Path(place) / "repos"
-    raise SystemExit("no SWE-bench tarballs found: pass --tarball, or set HARNESS_SWEBENCH_DATA")
 
 
 def _tree(tarball: Path, into: Path) -> Path:
@@ -105,7 +99,7 @@ def main() -> int:
     parser.add_argument("--other", type=Path, default=None)
     parser.add_argument("--think", type=float, default=0.0, help="seconds between sandbox start and the first query")
     args = parser.parse_args()
-    repos = _shared() if args.tarball is None or args.other is None else None
+    repos = swebench_path("repos") if args.tarball is None or args.other is None else None
     tarball = args.tarball or repos / "django__django-16139.tar.gz"   # type: ignore[operator]
     other = args.other or repos / "django__django-11099.tar.gz"       # type: ignore[operator]
     image = ensure_image(python="3.11")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import ast
 import gc
-import os
 import sys
 import tarfile
 import time
@@ -22,6 +21,8 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from swebench_data import swebench_path  # noqa: E402
 
 from harness.tools.retrieval import outline  # noqa: E402
 
@@ -37,14 +38,6 @@ HOSTILE = {
     "35,000 one-line functions": "def f(): pass\n" * (N // 14),
     "lines indented up to 400": "def f():\n" + "".join(" " * (k % 400 + 1) + "x\n" for k in range(1200)),
 }
-
-
-def _shared() -> Path:
-    here = Path(__file__).resolve().parents[2] / "shared" / "swebench"
-    for place in (os.environ.get("HARNESS_SWEBENCH_DATA"), here, "/work/shared/swebench"):
-        if place and (Path(place) / "repos").is_dir():
-            return Path(place) / "repos"
-    raise SystemExit("no SWE-bench tarballs found: pass --tarball, or set HARNESS_SWEBENCH_DATA")
 
 
 def _python_files(tarball: Path) -> list[str]:
@@ -95,7 +88,8 @@ def main() -> None:
     parser.add_argument("--tarball", action="append", type=Path,
                         help="a source tarball (default: django__django-16139 and sympy__sympy-20590)")
     args = parser.parse_args()
-    tarballs = args.tarball or [_shared() / f"{n}.tar.gz" for n in ("django__django-16139", "sympy__sympy-20590")]
+    names = ("django__django-16139", "sympy__sympy-20590")
+    tarballs = args.tarball or [swebench_path("repos") / f"{n}.tar.gz" for n in names]
     warnings.simplefilter("ignore")
     gc.disable()                       # as the analysis runs (see lint.gc_paused)
     for tarball in tarballs:

@@ -18,7 +18,6 @@ from collections import Counter
 from dataclasses import dataclass
 from itertools import chain
 
-from harness.tools.editing.lint import parse_python
 from harness.tools.retrieval import outline
 
 WINDOW = 40
@@ -100,15 +99,9 @@ PYTHON = (".py", ".pyi")
 
 
 def chunk_file(path: str, text: str) -> list[Chunk]:
-    if path.endswith(PYTHON):
-        found = outline.scan(text)
-        if found is None:
-            try:
-                found = outline.from_tree(parse_python(text, path))
-            except (SyntaxError, ValueError, RecursionError):
-                pass
-        if found is not None:
-            return _python_chunks(path, text, found)
+    found = outline.read(text, path) if path.endswith(PYTHON) else None
+    if found is not None:
+        return _python_chunks(path, text, found)
     return _windows(path, text.split("\n"), list(range(1, text.count("\n") + 2)), "lines")
 
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from itertools import accumulate, count
 from operator import add
 
+from harness.tools.editing.lint import parse_python
+
 
 @dataclass(frozen=True)
 class Block:
@@ -35,6 +37,17 @@ class Block:
 
 
 Outline = tuple[Block, ...]
+
+
+def read(text: str, filename: str) -> Outline | None:
+    """The outline of `text`: `scan`'s, else the parser's; None where neither can read it."""
+    found = scan(text)
+    if found is not None:
+        return found
+    try:
+        return from_tree(parse_python(text, filename))
+    except (SyntaxError, ValueError, RecursionError):
+        return None
 
 
 def from_tree(tree: ast.Module) -> Outline:
