@@ -22,7 +22,7 @@ from typing import Any
 import docker
 
 from sandbox import copy as copying
-from sandbox.api import OUTPUT_DIR, STATE_DIR, WORKDIR, ExecResult, FileData, SandboxSpec, WriteOutcome
+from sandbox.api import WORKDIR, ExecResult, FileData, SandboxSpec, WriteOutcome
 from sandbox.channel import Channel
 from sandbox.deployment.docker import BASE_ENV, IDLE_UID, DockerDeployment, container_options
 from sandbox.errors import ChannelClosed, SandboxError
@@ -111,7 +111,6 @@ class DockerSandbox:
         try:
             env = {**self._image_env(), **BASE_ENV, **self.spec.env}
             self.runtime = ChannelRuntime(lambda: self.deployment.open_channel(env), env)
-            self.runtime.exec(f"mkdir -p {OUTPUT_DIR} {STATE_DIR}", timeout=10, save_output=False)
         except BaseException:
             self.close()
             raise

@@ -264,9 +264,13 @@ class SandboxPool:
         box = DockerSandbox(blank, self._client)
         try:
             box.start_blank()
+            # one command ahead: the channel proven, and a bash left waiting for the taker's first command
+            # (else it starts one then: 5-10 ms in a container that has run nothing yet)
+            box.exec(":", timeout=30, save_output=False)
             started = True
         except Exception as exc:  # noqa: BLE001 - said; the taker starts its own
             self._report(f"the warm pool could not start a sandbox of {blank.image} ({type(exc).__name__}: {exc})")
+            _close_quietly(box, self._report)   # started, and its first command failed
             started = False
         with self._lock:
             self._starting[key] -= 1

@@ -91,8 +91,7 @@ class Capture:
                 if self.total <= self.head_max and not force:
                     return   # small outputs are never written to disk
                 assert self.save_path is not None
-                fd = os.open(self.save_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-                self.save_file = open(fd, "wb", buffering=0)   # never through a link planted there
+                self.save_file = open(_create(self.save_path), "wb", buffering=0)
                 self.saved = self.save_file.write(self.head[:before]) or 0
             if self.saved < self.save_max:
                 self.saved += self.save_file.write(chunk[: self.save_max - self.saved]) or 0
@@ -192,6 +191,17 @@ class Capture:
                 self.errors_total += 1
                 if len(self.errors) < self.error_max:
                     self.errors.append(ErrorLine(number, line[:400]))
+
+
+def _create(path: str) -> int:
+    """A new file at `path`, never through a link planted there; its folder made again when missing (the
+    agent removed it since the server made it, see loop._MADE)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+    try:
+        return os.open(path, flags, 0o644)
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return os.open(path, flags, 0o644)
 
 
 def pattern_keywords(pattern: bytes) -> list[bytes] | None:

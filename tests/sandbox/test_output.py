@@ -94,3 +94,14 @@ def test_saving_output_never_follows_a_link_planted_at_the_next_path(shared_box:
     flood = shared_box.exec("seq 1 100000", timeout=30)
     assert flood.stdout.total_lines == 100000 and flood.stdout.saved_path is None
     assert shared_box.exec("cat /workspace/precious.txt", timeout=10).stdout.text == "precious\n"
+
+
+def test_the_output_folder_is_there_from_the_first_command_and_made_again_after_removal(
+        sandbox: DockerSandbox) -> None:
+    # the folder is made by the server before the first command, no longer by a command of the start
+    assert sandbox.exec("test -d /tmp/harness/output && ls -A /tmp/harness/output", timeout=10).stdout.text == ""
+    sandbox.exec("rm -rf /tmp/harness", timeout=10)                     # after it was made once
+    result = sandbox.exec("seq 1 100000", timeout=30)
+    assert result.stdout.saved_path is not None                         # made again for the save
+    assert sandbox.exec(f"wc -l < {result.stdout.saved_path}", timeout=10).stdout.text == "100000\n"
+    assert sandbox.exec("seq 1 10", timeout=10).stdout.saved_path is None   # a small output still is not saved
