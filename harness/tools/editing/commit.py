@@ -23,7 +23,7 @@ from typing import Any
 
 from harness.errors import EditError
 from harness.tools.base import ToolContext
-from harness.tools.editing import lint
+from harness.tools.editing import lint_delta
 from harness.tools.editing.edit_state import Applied, EditState, args_fingerprint
 from harness.tools.editing.render import decode_for_edit
 from harness.tools.paths import check_resolved, confine, display
@@ -101,7 +101,7 @@ def lint_gate(changes: list[Change]) -> list[str]:
     for ch in changes:
         if ch.new_text is None or not ch.realpath.endswith(".py"):
             continue
-        verdict = lint.compare(ch.old_text or "", ch.new_text, ch.shown)
+        verdict = lint_delta.compare(ch.old_text or "", ch.new_text, ch.shown)
         if verdict.blocked:
             lines = ch.new_text.split("\n")
             listed = "\n".join(f"  {p}    | {lines[p.line - 1].strip()[:120] if p.line <= len(lines) else ''}"

@@ -89,6 +89,11 @@ def check(text: str, filename: str = "<file>") -> tuple[Problem, ...]:
 
     Cached: the text after one edit is the text before the next.
     """
+    return problems_of(text, filename)
+
+
+def problems_of(text: str, filename: str = "<file>") -> tuple[Problem, ...]:
+    """`check` without its cache: for texts that are not the next edit's (`lint_delta`'s reductions)."""
     with gc_paused():
         try:
             tree = parse_python(text, filename)
@@ -151,10 +156,18 @@ class LintVerdict:
 
 def compare(before: str, after: str, filename: str = "<file>") -> LintVerdict:
     """The problems `after` has that `before` did not, split into errors and warnings."""
-    old = check(before, filename)
+    return verdict(check(before, filename), check(after, filename))
+
+
+def is_syntax_error(problem: Problem) -> bool:
+    return problem.message.startswith(("syntax error", "cannot be parsed"))
+
+
+def verdict(old: tuple[Problem, ...], after: tuple[Problem, ...]) -> LintVerdict:
+    """What `compare` says of the problems of a text before (`old`) and after an edit."""
     old_left = Counter(p.same_as for p in old)
     new: list[Problem] = []
-    for problem in check(after, filename):
+    for problem in after:
         if old_left[problem.same_as] > 0:
             old_left[problem.same_as] -= 1
         else:

@@ -20,7 +20,7 @@ import ast
 import functools
 import re
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate, count
 from operator import add
 
@@ -34,6 +34,9 @@ class Block:
     kind: str                     # function | class
     name: str
     body: tuple[Block, ...] = ()  # a class's own functions and classes
+    # the last line of its header (`def ...:` over however many lines), as `scan` reads it; 0 from the
+    # parser's tree, which does not say where a header ends (not compared: both ways agree on the rest)
+    header_end: int = field(default=0, compare=False)
 
 
 Outline = tuple[Block, ...]
@@ -197,7 +200,7 @@ class _Reader:
                     line = self.lines[inner]
                     body = self._body(inner, end, len(line) - len(line.lstrip(" ")), depth + 1)
             out.append(Block((row if decorated is None else decorated) + 1, end + 1,
-                             "class" if kind == "class" else "function", name, body))
+                             "class" if kind == "class" else "function", name, body, header_end + 1))
             decorated = None
         return tuple(out)
 
