@@ -12,6 +12,7 @@ An approval typed here names the hash of the request shown, so it cannot approve
 from __future__ import annotations
 
 import select
+import threading
 import time
 from dataclasses import dataclass
 from typing import TextIO
@@ -35,9 +36,11 @@ class ConsolePrompt:
         self.stdout.write(text)
         self.stdout.flush()
 
-    def _line(self, queue: ApprovalQueue, request: Request, deadline: float) -> str | Request | None:
-        """The next typed line; a Request when it was decided elsewhere; None at the deadline or EOF."""
-        while time.time() < deadline:
+    def _line(self, queue: ApprovalQueue, request: Request, deadline: float,
+              ending: threading.Event) -> str | Request | None:
+        """The next typed line; a Request when it was decided elsewhere; None at the deadline, at EOF or
+        once `ending` is set."""
+        while time.time() < deadline and not ending.is_set():
             ready, _, _ = select.select([self.stdin], [], [], self.poll_interval)
             if ready:
                 line = self.stdin.readline()
@@ -47,16 +50,21 @@ class ConsolePrompt:
                 return current
         return None
 
-    def ask(self, queue: ApprovalQueue, request: Request, deadline: float) -> Request:
+    def ask(self, queue: ApprovalQueue, request: Request, deadline: float,
+            ending: threading.Event | None = None) -> Request:
+        ending = ending or threading.Event()
         self._say(f"\n{gutter(request.preview, request.id)}\n{describe(request)}\n")
         question = (f"Approve outbound request #{request.id}? [yes/no] (or decide elsewhere: harness approvals "
                     f"approve {request.id} --hash {safe_ident(request.request_hash)}): ")
         while True:
             self._say(question)
-            answer = self._line(queue, request, deadline)
+            answer = self._line(queue, request, deadline, ending)
             if isinstance(answer, Request):
                 self._say(f"\nrequest #{answer.id} was {answer.status} by {safe_ident(answer.decided_by or '')}\n")
                 return answer
+            if answer is None and ending.is_set():
+                self._say(f"\nthe session ended: request #{request.id} is withdrawn\n")
+                return request
             if answer is None:
                 self._say("\nno answer (time is up, or the input was closed): the request expires\n")
                 return queue.expire(request.id, time.time() - request.created_at)
@@ -64,7 +72,7 @@ class ConsolePrompt:
                 return self._decide(queue, request, True, "")
             if answer.lower() in DENY_WORDS:
                 self._say("Reason for the model (optional, Enter to skip): ")
-                reason = self._line(queue, request, deadline)
+                reason = self._line(queue, request, deadline, ending)
                 if isinstance(reason, Request):
                     return reason
                 return self._decide(queue, request, False, reason or "")

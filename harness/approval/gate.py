@@ -11,12 +11,18 @@
    with the same key then queues a new request, with a new id);
 4. approved: claimed (`executing` recorded before anything is sent), run once from the host with
    the stored arguments, then recorded as `done` or `failed` with its result.
+
+`end(why)` is for a process whose sessions end while calls may still wait (an MCP server whose client
+went away): every wait stops at once, a request still pending is withdrawn (expired, saying why) so
+no human approves what nothing would run, and no new request is queued. A decision made before the
+withdrawal still stands: an approved request still runs, once.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from harness.approval.policy import Policy
@@ -29,7 +35,9 @@ from harness.tools.outbound.action import OutboundAction
 
 
 class Prompt(Protocol):
-    def ask(self, queue: ApprovalQueue, request: Request, deadline: float) -> Request: ...
+    def ask(self, queue: ApprovalQueue, request: Request, deadline: float, ending: threading.Event) -> Request:
+        """The request decided, expired, or still pending once `ending` is set."""
+        ...
 
 
 @dataclass
@@ -42,8 +50,18 @@ class ApprovalGate:
     timeout: float = 600.0
     prompt: Prompt | None = None
     poll_interval: float = 0.2
+    ending: threading.Event = field(default_factory=threading.Event)
+    ended_why: str = ""
+
+    def end(self, why: str) -> None:
+        """The sessions this gate serves are ending (see the module docstring); `why` is told to whoever
+        reads the withdrawn requests, e.g. "the MCP client went away"."""
+        self.ended_why = why
+        self.ending.set()
 
     def run(self, action: OutboundAction, arguments: dict[str, Any], ctx: ToolContext) -> str:
+        if self.ending.is_set():
+            raise ToolError(f"{action.name} was not asked for: {self.ended_why}")
         call_args = {k: v for k, v in arguments.items() if k != "key"}
         # A model-given key names the action across sessions (so two sessions can race on it); the
         # default, the tool_use id, is only unique within a session (scripted ids repeat across runs).
@@ -88,13 +106,17 @@ class ApprovalGate:
     def _await_decision(self, request: Request) -> Request:
         deadline = request.created_at + self.timeout
         if self.prompt is not None and self.mode == "ask":
-            return self.prompt.ask(self.queue, request, deadline)
-        while time.time() < deadline:
-            time.sleep(self.poll_interval)
-            request = self.queue.get(request.id)
-            if request.status != "pending":
-                return request
-        return self.queue.expire(request.id, time.time() - request.created_at)
+            request = self.prompt.ask(self.queue, request, deadline, self.ending)
+        else:
+            while time.time() < deadline and not self.ending.wait(self.poll_interval):
+                request = self.queue.get(request.id)
+                if request.status != "pending":
+                    return request
+        if request.status == "pending" and self.ending.is_set():
+            return self.queue.withdraw(request.id, f"withdrawn before a decision: {self.ended_why}")
+        if request.status == "pending":
+            return self.queue.expire(request.id, time.time() - request.created_at)
+        return request
 
     def _conclude(self, request: Request, action: OutboundAction, ctx: ToolContext) -> str:
         give_up = time.time() + self.timeout       # bounds the wait on another process's execution
@@ -109,7 +131,10 @@ class ApprovalGate:
             elif request.status == "executing":
                 if request.outcome_unknown or time.time() > give_up:
                     raise ToolError(_unknown(request))
-                time.sleep(self.poll_interval)
+                if self.ending.wait(self.poll_interval):
+                    raise ToolError(f"request #{request.id} ({request.tool}) is being executed by "
+                                    f"{request.executor}; this session stopped waiting for its result: "
+                                    f"{self.ended_why}")
                 request = self.queue.get(request.id)
             else:
                 return _final(request)

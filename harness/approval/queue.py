@@ -6,6 +6,7 @@ both make the same move; each is also appended to the audit log in the same tran
     pending ──approve──> approved ──claim──> executing ──finish──> done | failed
        │ └──deny──> denied
        └──timeout──> expired      (final: the same key asked again is a new request with a new id)
+         (or withdrawn: the asking session ended before a decision, recorded as expired with why)
 
 A request is named by (tool, key); at most one request per name is not expired. `request_hash`
 covers exactly what will run (the resolved arguments and the preview the human reads); every
@@ -221,12 +222,21 @@ class ApprovalQueue:
         return self.get(request_id)
 
     def expire(self, request_id: int, waited: float) -> Request:
+        """No decision in time: a pending request expires (one decided meanwhile is returned as it is)."""
+        return self._expire(request_id, "timeout", f"no decision within {waited:.0f} s",
+                            waited_seconds=round(waited, 1))
+
+    def withdraw(self, request_id: int, why: str) -> Request:
+        """The session that asked ended before a decision: a pending request expires saying `why`, so no
+        human approves what nothing will run (one decided meanwhile is returned as it is)."""
+        return self._expire(request_id, "session-ended", why)
+
+    def _expire(self, request_id: int, actor: str, reason: str, **detail: Any) -> Request:
         with self._tx() as db:
-            cur = db.execute("UPDATE requests SET status='expired', decided_at=?, decided_by='timeout',"
-                             " reason=? WHERE id=? AND status='pending'",
-                             (time.time(), f"no decision within {waited:.0f} s", request_id))
+            cur = db.execute("UPDATE requests SET status='expired', decided_at=?, decided_by=?,"
+                             " reason=? WHERE id=? AND status='pending'", (time.time(), actor, reason, request_id))
             if cur.rowcount:
-                self._audit(db, request_id, "expired", "timeout", waited_seconds=round(waited, 1))
+                self._audit(db, request_id, "expired", actor, reason=reason, **detail)
         return self.get(request_id)
 
     def claim(self, request_id: int) -> Request | None:

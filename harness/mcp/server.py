@@ -265,8 +265,11 @@ class SandboxService:
         for key in idle:
             self.end(key)
 
-    def close(self) -> None:
-        """Remove every sandbox (the server stops). Calls still running fail; none are waited for."""
+    def close(self, why: str = "the MCP server stopped") -> None:
+        """Remove every sandbox (the server stops). Calls still running fail; none are waited for: a call
+        waiting for an approval stops waiting and its request is withdrawn, saying `why` (else the
+        process would wait, sandbox gone, for a decision nothing would act on)."""
+        self.gate.end(why)
         with self._guard:
             self._closed = True
             workspaces, self._sessions = list(self._sessions.values()), {}
@@ -482,7 +485,7 @@ def serve_stdio(service: SandboxService) -> None:
     except (anyio.ClosedResourceError, BrokenPipeError):
         service.say("the client went away")
     finally:
-        service.close()
+        service.close("the MCP client's session ended (its connection closed)")
 
 
 class _BearerToken:

@@ -197,18 +197,22 @@ def test_two_concurrent_sessions_get_separate_sandboxes(project: Path, tmp_path:
     assert _sandboxes() == []
 
 
-def test_client_killed_mid_call_leaves_no_container(project: Path, tmp_path: Path) -> None:
+def _kill_client_mid_call(project: Path, tmp_path: Path, call: str, *server_args: str) -> None:
+    """Run a client of `harness mcp --dir project` in a process of its own, make one bash call, then
+    `call` (the text of an awaited call_tool), and SIGKILL the client a second into it: its server sees
+    its stdin close. Returns once the server has removed the sandbox and exited."""
     script = tmp_path / "client.py"
     script.write_text(textwrap.dedent(f"""
         import anyio, sys
         from mcp import Client, StdioServerParameters
         params = StdioServerParameters(command={sys.executable!r},
-            args=["-m", "harness.cli.main", "mcp", "--dir", {str(project)!r}], env={_env(tmp_path)!r})
+            args=["-m", "harness.cli.main", "mcp", "--dir", {str(project)!r}, *{list(server_args)!r}],
+            env={_env(tmp_path)!r})
         async def main():
             async with Client(params) as client:
                 await client.call_tool("bash", {{"command": "true"}})
                 print("started", flush=True)
-                await client.call_tool("bash", {{"command": "sleep 300", "timeout": 600}})
+                await client.{call}
         anyio.run(main)
     """))
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=tmp_path,
@@ -229,6 +233,23 @@ def test_client_killed_mid_call_leaves_no_container(project: Path, tmp_path: Pat
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_client_killed_mid_call_leaves_no_container(project: Path, tmp_path: Path) -> None:
+    _kill_client_mid_call(project, tmp_path, 'call_tool("bash", {"command": "sleep 300", "timeout": 600})')
+
+
+def test_client_killed_while_a_call_awaits_approval_withdraws_it_and_the_server_exits(
+        project: Path, tmp_path: Path) -> None:
+    # Before, the server waited on after its client and sandbox were gone (up to the approval timeout, 600 s),
+    # and ran the request from the host if a human approved it meanwhile, for a session that had ended.
+    started = time.monotonic()
+    _kill_client_mid_call(project, tmp_path, 'call_tool("http_request", {"url": "http://127.0.0.1:9/x", '
+                                             '"key": "fetch-1"})', "--approve", "queue")
+    assert time.monotonic() - started < 60
+    [request] = ApprovalQueue(tmp_path / "state").requests()
+    assert (request.status, request.decided_by) == ("expired", "session-ended"), request
+    assert "the MCP client's session ended" in request.reason
 
 
 @pytest.fixture
