@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -79,10 +80,14 @@ def _private_files(db: Path) -> None:
 
 
 class ApprovalQueue:
-    """Open with `ApprovalQueue(state_dir)`; one connection per object, safe across processes."""
+    """Open with `ApprovalQueue(state_dir)`; one connection per object, safe across processes, and across
+    threads: one `harness mcp --http` serves many sessions' calls, and `harness web` many browsers',
+    through one queue, and a connection holds one transaction at a time (a second thread's BEGIN had
+    failed with "cannot start a transaction within a transaction"), so each use of it is taken in turn."""
 
     def __init__(self, state_dir: Path) -> None:
         self.state_dir = Path(state_dir)
+        self._lock = threading.RLock()
         self.path = self.state_dir / DB_NAME
         try:
             private_dir(self.state_dir)
@@ -99,7 +104,8 @@ class ApprovalQueue:
                                 "writable directory, e.g. `--state-dir ~/.local/state/harness`") from exc
 
     def close(self) -> None:
-        self._db.close()
+        with self._lock:
+            self._db.close()
 
     def _migrate(self) -> None:
         """Rebuild a `requests` table made with UNIQUE (tool, key) (same columns, partial index after)."""
@@ -118,17 +124,24 @@ class ApprovalQueue:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction, taken at once (BEGIN IMMEDIATE) so concurrent writers queue up."""
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise ApprovalError(f"the approval database {self.path} is unavailable: {exc}") from exc
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+        """One write transaction, taken at once (BEGIN IMMEDIATE) so concurrent writers queue up: other
+        processes in SQLite's lock, this process's other threads in `_lock`."""
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise ApprovalError(f"the approval database {self.path} is unavailable: {exc}") from exc
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        """A read, between this process's other threads' transactions, never inside one."""
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
 
     def _audit(self, db: sqlite3.Connection, request_id: int, event: str, actor: str, **detail: Any) -> None:
         db.execute("INSERT INTO audit (at, request_id, event, actor, detail) VALUES (?, ?, ?, ?, ?)",
@@ -136,7 +149,7 @@ class ApprovalQueue:
 
     # -- reading -------------------------------------------------------------------------------
     def get(self, request_id: int) -> Request:
-        row = self._db.execute("SELECT * FROM requests WHERE id = ?", (request_id,)).fetchone()
+        row = next(iter(self._rows("SELECT * FROM requests WHERE id = ?", (request_id,))), None)
         if row is None:
             raise UnknownRequest(f"no approval request #{request_id} in {self.path}; "
                                  "`harness approvals list --all` shows the ones that exist", request_id=request_id)
@@ -144,8 +157,8 @@ class ApprovalQueue:
 
     def find(self, tool: str, key: str) -> Request | None:
         """The latest request named (tool, key): the open one, else the last that expired."""
-        row = self._db.execute("SELECT * FROM requests WHERE tool = ? AND key = ? ORDER BY id DESC LIMIT 1",
-                               (tool, key)).fetchone()
+        row = next(iter(self._rows("SELECT * FROM requests WHERE tool = ? AND key = ? ORDER BY id DESC LIMIT 1",
+                                   (tool, key))), None)
         return None if row is None else Request.from_row(row)
 
     def requests(self, statuses: tuple[str, ...] = (), limit: int = 200) -> list[Request]:
@@ -154,16 +167,14 @@ class ApprovalQueue:
         if statuses:
             sql += f" WHERE status IN ({','.join('?' * len(statuses))})"
             params = list(statuses)
-        rows = self._db.execute(sql + " ORDER BY id DESC LIMIT ?", (*params, limit)).fetchall()
-        return [Request.from_row(r) for r in rows]
+        return [Request.from_row(r) for r in self._rows(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))]
 
     def audit(self, since: int = 0) -> list[AuditEvent]:
-        rows = self._db.execute("SELECT * FROM audit WHERE id > ? ORDER BY id", (since,)).fetchall()
-        return [AuditEvent.from_row(r) for r in rows]
+        return [AuditEvent.from_row(r) for r in self._rows("SELECT * FROM audit WHERE id > ? ORDER BY id", (since,))]
 
     def version(self) -> int:
         """Grows with every change; the web page polls it."""
-        return int(self._db.execute("SELECT COALESCE(MAX(id), 0) FROM audit").fetchone()[0])
+        return int(self._rows("SELECT COALESCE(MAX(id), 0) FROM audit")[0][0])
 
     # -- writing -------------------------------------------------------------------------------
     def submit(self, *, session: str, tool: str, key: str, call_args: dict[str, Any],
