@@ -12,8 +12,8 @@ An approval typed here names the hash of the request shown, so it cannot approve
 from __future__ import annotations
 
 import select
-import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -37,10 +37,10 @@ class ConsolePrompt:
         self.stdout.flush()
 
     def _line(self, queue: ApprovalQueue, request: Request, deadline: float,
-              ending: threading.Event) -> str | Request | None:
+              ended: Callable[[], str | None]) -> str | Request | None:
         """The next typed line; a Request when it was decided elsewhere; None at the deadline, at EOF or
-        once `ending` is set."""
-        while time.time() < deadline and not ending.is_set():
+        once the session ended."""
+        while time.time() < deadline and ended() is None:
             ready, _, _ = select.select([self.stdin], [], [], self.poll_interval)
             if ready:
                 line = self.stdin.readline()
@@ -51,18 +51,17 @@ class ConsolePrompt:
         return None
 
     def ask(self, queue: ApprovalQueue, request: Request, deadline: float,
-            ending: threading.Event | None = None) -> Request:
-        ending = ending or threading.Event()
+            ended: Callable[[], str | None] = lambda: None) -> Request:
         self._say(f"\n{gutter(request.preview, request.id)}\n{describe(request)}\n")
         question = (f"Approve outbound request #{request.id}? [yes/no] (or decide elsewhere: harness approvals "
                     f"approve {request.id} --hash {safe_ident(request.request_hash)}): ")
         while True:
             self._say(question)
-            answer = self._line(queue, request, deadline, ending)
+            answer = self._line(queue, request, deadline, ended)
             if isinstance(answer, Request):
                 self._say(f"\nrequest #{answer.id} was {answer.status} by {safe_ident(answer.decided_by or '')}\n")
                 return answer
-            if answer is None and ending.is_set():
+            if answer is None and ended() is not None:
                 self._say(f"\nthe session ended: request #{request.id} is withdrawn\n")
                 return request
             if answer is None:
@@ -72,7 +71,7 @@ class ConsolePrompt:
                 return self._decide(queue, request, True, "")
             if answer.lower() in DENY_WORDS:
                 self._say("Reason for the model (optional, Enter to skip): ")
-                reason = self._line(queue, request, deadline, ending)
+                reason = self._line(queue, request, deadline, ended)
                 if isinstance(reason, Request):
                     return reason
                 return self._decide(queue, request, False, reason or "")

@@ -12,9 +12,10 @@
 4. approved: claimed (`executing` recorded before anything is sent), run once from the host with
    the stored arguments, then recorded as `done` or `failed` with its result.
 
-`end(why)` is for a process whose sessions end while calls may still wait (an MCP server whose client
-went away): every wait stops at once, a request still pending is withdrawn (expired, saying why) so
-no human approves what nothing would run, and no new request is queued. A decision made before the
+`end(why, session)` is for a process whose sessions end while their calls may still wait (an MCP
+server whose client went away, or whose HTTP client deleted its session): that session's waits (every
+session's, without one) stop at once, a request still pending is withdrawn (expired, saying why) so no
+human approves what nothing would run, and the session queues nothing new. A decision made before the
 withdrawal still stands: an approved request still runs, once.
 """
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -33,10 +35,15 @@ from harness.errors import ApprovalDenied, ToolError
 from harness.tools.base import ToolContext
 from harness.tools.outbound.action import OutboundAction
 
+ENDED_KEPT = 4096
+"""How many ended sessions a gate remembers (their calls queue nothing new); a call still running
+when its session ended is long over by then."""
+
 
 class Prompt(Protocol):
-    def ask(self, queue: ApprovalQueue, request: Request, deadline: float, ending: threading.Event) -> Request:
-        """The request decided, expired, or still pending once `ending` is set."""
+    def ask(self, queue: ApprovalQueue, request: Request, deadline: float,
+            ended: Callable[[], str | None]) -> Request:
+        """The request decided, expired, or still pending once `ended()` says why the session ended."""
         ...
 
 
@@ -50,18 +57,34 @@ class ApprovalGate:
     timeout: float = 600.0
     prompt: Prompt | None = None
     poll_interval: float = 0.2
-    ending: threading.Event = field(default_factory=threading.Event)
-    ended_why: str = ""
+    _ended: dict[str | None, str] = field(default_factory=dict)   # session (None: every one) -> why
+    _wake: threading.Condition = field(default_factory=threading.Condition)
 
-    def end(self, why: str) -> None:
-        """The sessions this gate serves are ending (see the module docstring); `why` is told to whoever
-        reads the withdrawn requests, e.g. "the MCP client went away"."""
-        self.ended_why = why
-        self.ending.set()
+    def end(self, why: str, session: str | None = None) -> None:
+        """`session` ended (None: every session of this gate; see the module docstring); `why` is told to
+        whoever reads its withdrawn requests, e.g. "the MCP client went away"."""
+        with self._wake:
+            self._ended[session] = why
+            if len(self._ended) > ENDED_KEPT:      # a long-lived server's sessions: the oldest forgotten
+                del self._ended[next(k for k in self._ended if k is not None)]
+            self._wake.notify_all()
+
+    def ended(self, session: str) -> str | None:
+        """Why `session` ended, or None while it goes on."""
+        with self._wake:
+            return self._ended.get(None) or self._ended.get(session)
+
+    def _pause(self, session: str) -> str | None:
+        """One poll interval, cut short when a session ends; then why `session` ended, if it has."""
+        with self._wake:
+            if self.ended(session) is None:
+                self._wake.wait(self.poll_interval)
+        return self.ended(session)
 
     def run(self, action: OutboundAction, arguments: dict[str, Any], ctx: ToolContext) -> str:
-        if self.ending.is_set():
-            raise ToolError(f"{action.name} was not asked for: {self.ended_why}")
+        why = self.ended(ctx.session)
+        if why is not None:
+            raise ToolError(f"{action.name} was not asked for: {why}")
         call_args = {k: v for k, v in arguments.items() if k != "key"}
         # A model-given key names the action across sessions (so two sessions can race on it); the
         # default, the tool_use id, is only unique within a session (scripted ids repeat across runs).
@@ -103,17 +126,18 @@ class ApprovalGate:
             return self.queue.get(request.id)
         return request
 
-    def _await_decision(self, request: Request) -> Request:
+    def _await_decision(self, request: Request, session: str) -> Request:
         deadline = request.created_at + self.timeout
         if self.prompt is not None and self.mode == "ask":
-            request = self.prompt.ask(self.queue, request, deadline, self.ending)
+            request = self.prompt.ask(self.queue, request, deadline, lambda: self.ended(session))
         else:
-            while time.time() < deadline and not self.ending.wait(self.poll_interval):
+            while time.time() < deadline and self._pause(session) is None:
                 request = self.queue.get(request.id)
                 if request.status != "pending":
                     return request
-        if request.status == "pending" and self.ending.is_set():
-            return self.queue.withdraw(request.id, f"withdrawn before a decision: {self.ended_why}")
+        why = self.ended(session)
+        if request.status == "pending" and why is not None:
+            return self.queue.withdraw(request.id, f"withdrawn before a decision: {why}")
         if request.status == "pending":
             return self.queue.expire(request.id, time.time() - request.created_at)
         return request
@@ -122,7 +146,7 @@ class ApprovalGate:
         give_up = time.time() + self.timeout       # bounds the wait on another process's execution
         while True:
             if request.status == "pending":
-                request = self._await_decision(request)
+                request = self._await_decision(request, ctx.session)
             elif request.status == "approved":
                 claimed = self.queue.claim(request.id)
                 if claimed is not None:
@@ -131,10 +155,10 @@ class ApprovalGate:
             elif request.status == "executing":
                 if request.outcome_unknown or time.time() > give_up:
                     raise ToolError(_unknown(request))
-                if self.ending.wait(self.poll_interval):
+                why = self._pause(ctx.session)
+                if why is not None:
                     raise ToolError(f"request #{request.id} ({request.tool}) is being executed by "
-                                    f"{request.executor}; this session stopped waiting for its result: "
-                                    f"{self.ended_why}")
+                                    f"{request.executor}; this session stopped waiting for its result: {why}")
                 request = self.queue.get(request.id)
             else:
                 return _final(request)

@@ -250,12 +250,14 @@ class SandboxService:
             warm_index(ctx.code_index, repo.staged)
         return Workspace("", signature, repo, box, baseline, ctx)
 
-    def end(self, key: str) -> None:
-        """Remove `key`'s sandbox, if it has one (the session ended)."""
+    def end(self, key: str, why: str = "the MCP client ended its session") -> None:
+        """Remove `key`'s sandbox, if it has one (the session ended); a call of it waiting for an approval
+        stops waiting, its request withdrawn saying `why`."""
         with self._guard:
             workspace = self._sessions.pop(key, None)
         if workspace is not None:
             self.say(f"session {workspace.ctx.session}: ended, removing its sandbox")
+            self.gate.end(why, workspace.ctx.session)
             workspace.close()
 
     def end_idle(self, idle_seconds: float) -> None:
@@ -263,7 +265,7 @@ class SandboxService:
         with self._guard:
             idle = [k for k, w in self._sessions.items() if now - w.last_used > idle_seconds and not w.lock.locked()]
         for key in idle:
-            self.end(key)
+            self.end(key, f"the MCP session was idle for {idle_seconds:g} s")
 
     def close(self, why: str = "the MCP server stopped") -> None:
         """Remove every sandbox (the server stops). Calls still running fail; none are waited for: a call

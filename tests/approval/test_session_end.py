@@ -87,6 +87,27 @@ def test_a_waiting_call_is_withdrawn_when_its_sessions_end_and_nothing_runs(tmp_
         assert len(gate.queue.requests()) == 1
 
 
+def test_one_session_ending_withdraws_its_own_request_only(tmp_path: Path) -> None:
+    with CountingServer() as server:
+        tool, ctx, gate = _session(tmp_path)
+        other = dataclasses.replace(ctx, session="s2", tool_use_id="toolu_2")
+        ending = _Call(tool, ctx, server.url("/x"), "fetch-1")
+        staying = _Call(tool, other, server.url("/y"), "fetch-2")
+        wait_for(lambda: len(gate.queue.requests(("pending",))) == 2, what="both requests to be queued")
+        gate.end("the MCP client ended its session", "s1")
+        assert isinstance(ending.ended_within(5), ApprovalDenied)
+        first, second = gate.queue.find("http_request", "fetch-1"), gate.queue.find("http_request", "fetch-2")
+        assert first is not None and second is not None
+        assert (first.status, first.reason) == ("expired", "withdrawn before a decision: the MCP client ended "
+                                                           "its session")
+        time.sleep(0.5)
+        assert staying.thread.is_alive() and gate.queue.get(second.id).status == "pending"
+        gate.queue.decide(second.id, True, "a human", seen_hash=second.request_hash)
+        assert "200" in str(staying.ended_within(10)) and server.count("/y") == 1 and server.count("/x") == 0
+        with pytest.raises(ToolError, match="was not asked for"):     # the ended session asks nothing new
+            tool.function(ctx, url=server.url("/z"), key="fetch-3")
+
+
 def test_a_decision_made_before_the_end_still_runs_once(tmp_path: Path) -> None:
     with CountingServer() as server:
         tool, ctx, gate = _session(tmp_path)
