@@ -3,6 +3,7 @@ a separate `harness` process with real sandboxes, real approvals and the operato
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -29,6 +30,7 @@ from harness.approval.queue import ApprovalQueue
 from harness.config import Config
 from harness.tools.catalog import default_catalog
 from harness.tools.outbound.registry import outbound_tools
+from tests.approval.helpers import CountingServer
 
 pytestmark = pytest.mark.docker
 
@@ -254,9 +256,16 @@ def test_client_killed_while_a_call_awaits_approval_withdraws_it_and_the_server_
 
 @pytest.fixture
 def http_server(project: Path, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    with _serving_http(project, tmp_path, "--idle", "3") as served:
+        yield served
+
+
+@contextlib.contextmanager
+def _serving_http(project: Path, tmp_path: Path, *extra: str) -> Iterator[tuple[str, str]]:
+    """`harness mcp --http` on a free port: its URL and token; stopped with SIGTERM, leaving no sandbox."""
     token_file = tmp_path / "token"
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "mcp", "--dir", str(project), "--http",
-                             "--port", "0", "--token-file", str(token_file), "--idle", "3"],
+                             "--port", "0", "--token-file", str(token_file), *extra],
                             stderr=subprocess.PIPE, text=True, env={**os.environ, **_env(tmp_path)}, cwd=tmp_path)
     try:
         assert proc.stderr is not None
@@ -277,6 +286,59 @@ def _http(url: str, token: str | None, session: str | None = None) -> Any:
     if session:
         headers["Harness-Session"] = session
     return streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=120))
+
+
+def test_http_sessions_asking_at_once_both_wait_and_one_that_ends_withdraws_only_its_own(
+        project: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    with CountingServer() as remote, _serving_http(project, tmp_path, "--approve", "queue") as (url, token):
+        async def session(name: str, ready: anyio.Event, both: anyio.Event, wait: float | None) -> str:
+            async with Client(_http(url, token), mode="legacy") as client:
+                await client.call_tool("bash", {"command": "true"})       # its sandbox started
+                ready.set()
+                await both.wait()
+                try:
+                    return _text(await client.call_tool("http_request", {"url": remote.url(f"/{name}"), "key": name},
+                                                        read_timeout_seconds=wait))
+                except Exception as exc:  # noqa: BLE001 - alpha's client gives up waiting, then ends its session
+                    return f"gave up: {type(exc).__name__}"
+
+        def queued() -> list[Any]:
+            return ApprovalQueue(state).requests() if (state / "approvals.sqlite3").exists() else []
+
+        async def run() -> dict[str, str]:
+            results: dict[str, str] = {}
+            a, b, both = anyio.Event(), anyio.Event(), anyio.Event()
+
+            async def keep(name: str, ready: anyio.Event, wait: float | None) -> None:
+                results[name] = await session(name, ready, both, wait)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(keep, "alpha", a, 8.0)
+                tg.start_soon(keep, "beta", b, None)
+                await a.wait()
+                await b.wait()
+                both.set()
+                for _ in range(100):           # both asked at once: both wait (one had failed on the queue)
+                    if len(queued()) == 2:
+                        break
+                    await anyio.sleep(0.1)
+                assert sorted((r.key, r.status) for r in queued()) == [("alpha", "pending"), ("beta", "pending")]
+                for _ in range(200):           # alpha's client gave up and ended its session (DELETE)
+                    alpha = ApprovalQueue(state).find("http_request", "alpha")
+                    if alpha is not None and alpha.status != "pending":
+                        break
+                    await anyio.sleep(0.1)
+                assert alpha is not None and (alpha.status, alpha.decided_by) == ("expired", "session-ended"), alpha
+                assert "ended its session" in str(alpha.reason)
+                beta = ApprovalQueue(state).find("http_request", "beta")
+                assert beta is not None and beta.status == "pending"
+                ApprovalQueue(state).decide(beta.id, True, "a human", seen_hash=beta.request_hash)
+            return results
+
+        results = anyio.run(run)
+        assert results["alpha"].startswith("gave up") and "200" in results["beta"], results
+        assert remote.count("/beta") == 1 and remote.count("/alpha") == 0
 
 
 def test_http_needs_the_token_and_gives_each_session_its_own_sandbox(http_server: tuple[str, str]) -> None:
