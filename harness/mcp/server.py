@@ -53,7 +53,7 @@ from harness.approval.wiring import make_gate
 from harness.config import Config
 from harness.core.apply import PatchConflict, apply_to_tree, load_run
 from harness.core.project import select_files
-from harness.errors import HarnessError, TaskError, ToolArgumentsError, ToolError
+from harness.errors import ConfigError, HarnessError, TaskError, ToolArgumentsError, ToolError
 from harness.inplace import RepoTask, repo_task, selection_lines, write_base
 from harness.mcp.specs import IDLE_SECONDS
 from harness.messages import ToolResult, ToolUse
@@ -539,7 +539,13 @@ def serve_http(service: SandboxService, port: int, token: str, *, idle_seconds: 
     app = http_app(service, token, idle_seconds)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}; pick another with --port (0 takes a "
+                          "free one), e.g. --port 8771") from exc
+    sock.listen(2048)   # before `ready` says so: a client connecting in between was refused (uvicorn listens later)
     bound = sock.getsockname()[1]
     stop = threading.Event()
 

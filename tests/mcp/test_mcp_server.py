@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -272,6 +273,13 @@ def _serving_http(project: Path, tmp_path: Path, *extra: str) -> Iterator[tuple[
         line = proc.stderr.readline()
         match = re.search(r"http://127\.0\.0\.1:(\d+)/mcp", line)
         assert match, line
+        # the port takes connections from the moment it is announced: even with the server stopped right
+        # then, the kernel completes the connection (it had announced a bound socket not yet listening)
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            socket.create_connection(("127.0.0.1", int(match.group(1))), timeout=10).close()
+        finally:
+            proc.send_signal(signal.SIGCONT)
         assert oct(token_file.stat().st_mode & 0o777) == "0o600"
         threading.Thread(target=proc.stderr.read, daemon=True).start()
         yield f"http://127.0.0.1:{match.group(1)}/mcp", token_file.read_text().strip()
@@ -279,6 +287,19 @@ def _serving_http(project: Path, tmp_path: Path, *extra: str) -> Iterator[tuple[
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     assert _sandboxes() == []
+
+
+def test_http_on_a_port_in_use_is_a_clear_error(project: Path, tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ran = subprocess.run([sys.executable, "-m", "harness.cli.main", "mcp", "--dir", str(project), "--http",
+                              "--port", str(port)], capture_output=True, text=True,
+                             env={**os.environ, **_env(tmp_path)}, cwd=tmp_path, timeout=60)
+    assert ran.returncode == 2, ran.stderr
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use; pick another with --port" in ran.stderr
+    assert "Traceback" not in ran.stderr
 
 
 def _http(url: str, token: str | None, session: str | None = None) -> Any:
