@@ -28,7 +28,6 @@ import hmac
 import json
 import os
 import secrets
-import socket
 import sys
 import tempfile
 import threading
@@ -52,8 +51,9 @@ from harness.approval.gate import ApprovalGate
 from harness.approval.wiring import make_gate
 from harness.config import Config
 from harness.core.apply import PatchConflict, apply_to_tree, load_run
+from harness.core.listen import listening_socket
 from harness.core.project import select_files
-from harness.errors import ConfigError, HarnessError, TaskError, ToolArgumentsError, ToolError
+from harness.errors import HarnessError, TaskError, ToolArgumentsError, ToolError
 from harness.inplace import RepoTask, repo_task, selection_lines, write_base
 from harness.mcp.specs import IDLE_SECONDS
 from harness.messages import ToolResult, ToolUse
@@ -537,15 +537,7 @@ def serve_http(service: SandboxService, port: int, token: str, *, idle_seconds: 
                ready: Callable[[int], None] | None = None) -> None:
     """Serve on 127.0.0.1:`port` (0: any free port) until interrupted; every sandbox removed at the end."""
     app = http_app(service, token, idle_seconds)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(("127.0.0.1", port))
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror}; pick another with --port (0 takes a "
-                          "free one), e.g. --port 8771") from exc
-    sock.listen(2048)   # before `ready` says so: a client connecting in between was refused (uvicorn listens later)
+    sock = listening_socket("127.0.0.1", port, example_port=8771, backlog=2048)
     bound = sock.getsockname()[1]
     stop = threading.Event()
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import uvicorn
 
 from harness.approval.queue import ApprovalQueue
+from harness.core.listen import listening_socket
 from harness.errors import ConfigError
 from harness.web.app import VIEWS, Console, make_app
 from harness.web.runs import Roots
@@ -83,16 +84,7 @@ def make_web_server(queue: ApprovalQueue | None, roots: list[Path], *, host: str
     shows the output folders recorded there."""
     if landing not in VIEWS:
         raise ConfigError(f"unknown landing view {landing!r}; expected one of {', '.join(VIEWS)}")
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}; pick another with --port "
-                          "(0 takes a free one), e.g. --port 8766") from exc
-    sock.listen(128)
+    sock = listening_socket(host, port, example_port=8766)
     sock.set_inheritable(True)
     bound = sock.getsockname()[1]
     names = {host, "127.0.0.1", "localhost"} | {h.split(":")[0] for h in extra_hosts or []}

@@ -324,8 +324,7 @@ def test_http_sessions_asking_at_once_both_wait_and_one_that_ends_withdraws_only
                 except Exception as exc:  # noqa: BLE001 - alpha's client gives up waiting, then ends its session
                     return f"gave up: {type(exc).__name__}"
 
-        def queued() -> list[Any]:
-            return ApprovalQueue(state).requests() if (state / "approvals.sqlite3").exists() else []
+        queue = ApprovalQueue(state)     # the server made it before announcing its URL
 
         async def run() -> dict[str, str]:
             results: dict[str, str] = {}
@@ -341,20 +340,21 @@ def test_http_sessions_asking_at_once_both_wait_and_one_that_ends_withdraws_only
                 await b.wait()
                 both.set()
                 for _ in range(100):           # both asked at once: both wait (one had failed on the queue)
-                    if len(queued()) == 2:
+                    if len(queue.requests()) == 2:
                         break
                     await anyio.sleep(0.1)
-                assert sorted((r.key, r.status) for r in queued()) == [("alpha", "pending"), ("beta", "pending")]
+                asked = sorted((r.key, r.status) for r in queue.requests())
+                assert asked == [("alpha", "pending"), ("beta", "pending")]
                 for _ in range(200):           # alpha's client gave up and ended its session (DELETE)
-                    alpha = ApprovalQueue(state).find("http_request", "alpha")
+                    alpha = queue.find("http_request", "alpha")
                     if alpha is not None and alpha.status != "pending":
                         break
                     await anyio.sleep(0.1)
                 assert alpha is not None and (alpha.status, alpha.decided_by) == ("expired", "session-ended"), alpha
                 assert "ended its session" in str(alpha.reason)
-                beta = ApprovalQueue(state).find("http_request", "beta")
+                beta = queue.find("http_request", "beta")
                 assert beta is not None and beta.status == "pending"
-                ApprovalQueue(state).decide(beta.id, True, "a human", seen_hash=beta.request_hash)
+                queue.decide(beta.id, True, "a human", seen_hash=beta.request_hash)
             return results
 
         results = anyio.run(run)
