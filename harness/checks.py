@@ -14,14 +14,32 @@ the harness writes or removes on the host goes through the functions here, which
     refuse_links(folder)          refuse an output folder that holds a link anywhere (before writing into it)
     remove_tree(path, root)       remove `path` only if it is a real folder strictly inside `root`
 
+Reading or writing inside a tree someone else controls (an operator's checkout, a task folder, a run
+folder): `root` is trusted as given, and every component of `rel` below it is resolved without following
+a symbolic link (magic links of /proc included) and never climbs with `..`:
+
+    open_beneath(root, rel, flags)   a descriptor of `root/rel`
+    dir_beneath(root, rel, create=)  a descriptor of the folder `root/rel` (made, 0755, if `create`)
+    lstat_beneath(root, rel)         what `root/rel` is (a link there is reported, not followed)
+    readlink_beneath(root, rel)      the target of the link `root/rel`
+    read_beneath(root, rel, limit=)  the bytes of the regular file `root/rel`
+
+They use openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS) where the kernel has it
+(Linux 5.6+) and otherwise open one component at a time (openat with O_NOFOLLOW from the folder already
+open), so a link swapped in after a file was listed is refused too: each step holds the folder it
+checked. A refusal is `LinkInPath` (an `UnsafePathError` naming the component); a missing file is
+FileNotFoundError or NotADirectoryError as from os.open.
+
 Validators raise `TaskError` (bad input: the value, what was expected, an example); file functions raise
 `UnsafePathError`.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
+import platform
 import re
 import shutil
 import stat
@@ -182,3 +200,189 @@ def _direct_reference(req: Requirement, value: object, where: str, allowed: bool
                         "https, http or file; source distributions and VCS links are never built on the host. "
                         f"Build a wheel (in a network-less container) and point to it, e.g. \"{req.name} @ "
                         f"https://example.org/{req.name}-1.0-py3-none-any.whl\"")
+
+
+class LinkInPath(UnsafePathError):
+    """`rel` under `root` refused: `component` (the leading part of `rel` that was refused) is a symbolic
+    link, or `rel` is not a plain relative path. `errno` is ELOOP for a link, EINVAL otherwise."""
+
+    def __init__(self, root: object, rel: str, component: str, why: str, code: int = errno.ELOOP) -> None:
+        super().__init__(f"refusing {rel!r} under {root}: {why}")
+        self.root, self.rel, self.component, self.why, self.errno = root, rel, component, why, code
+
+
+_DIR = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_RESOLVE = 0x02 | 0x04 | 0x08          # RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH
+_SYS_OPENAT2 = {"x86_64": 437, "aarch64": 437}.get(platform.machine())   # one number on every modern arch
+_openat2_ok: bool | None = None        # learnt on first use: the kernel (or a seccomp filter) may refuse it
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+def _parts(root: object, rel: str) -> list[str]:
+    """The components of `rel`, refused when it is absolute, empty, holds NUL or climbs with `..`."""
+    parts = [p for p in str(rel).split("/") if p not in ("", ".")]
+    if str(rel).startswith("/") or not parts or "\0" in str(rel):
+        raise LinkInPath(root, rel, str(rel), "it is not a relative path below the folder; expected e.g. "
+                         "\"src/app.py\"", errno.EINVAL)
+    if ".." in parts:
+        raise LinkInPath(root, rel, "..", "it climbs with '..'; expected a path below the folder, e.g. "
+                         "\"src/app.py\"", errno.EINVAL)
+    return parts
+
+
+def _root_fd(root: Path | str | int) -> tuple[int, bool]:
+    """A descriptor of the trusted `root` and whether it is ours to close."""
+    if isinstance(root, int):
+        return root, False
+    return os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC), True
+
+
+def _openat2(dirfd: int, rel: str, flags: int, mode: int) -> int | None:
+    """openat2 beneath `dirfd` with no link followed; None when the kernel does not offer it."""
+    global _openat2_ok
+    if _openat2_ok is False or _SYS_OPENAT2 is None:
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    how = _OpenHow(flags | os.O_CLOEXEC, mode if flags & (os.O_CREAT | os.O_TMPFILE) else 0, _RESOLVE)
+    fd = int(libc.syscall(ctypes.c_long(_SYS_OPENAT2), ctypes.c_int(dirfd), os.fsencode(rel),
+                          ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how))))
+    if fd >= 0:
+        _openat2_ok = True
+        return fd
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EPERM) or (code == errno.E2BIG and _openat2_ok is None):
+        _openat2_ok = False
+        return None
+    raise OSError(code, os.strerror(code), rel)
+
+
+def _step(root: object, rel: str, here: int, parts: list[str], i: int, create: bool, mode: int) -> int:
+    """The folder `parts[i]` opened below `here` without following a link (made first if `create`)."""
+    part = parts[i]
+    try:
+        return os.open(part, _DIR, dir_fd=here)
+    except FileNotFoundError:
+        if not create:
+            raise
+        try:
+            os.mkdir(part, mode, dir_fd=here)
+        except FileExistsError:
+            pass                                  # made meanwhile: opened (and checked) below
+        return _step(root, rel, here, parts, i, False, mode)
+    except OSError as exc:
+        if exc.errno in (errno.ENOTDIR, errno.ELOOP):
+            _refuse_link(root, rel, here, parts, i)
+        raise
+
+
+def _refuse_link(root: object, rel: str, here: int, parts: list[str], i: int) -> None:
+    """Raise LinkInPath if `parts[i]` below the folder `here` is a symbolic link."""
+    try:
+        info = os.stat(parts[i], dir_fd=here, follow_symlinks=False)
+    except OSError:
+        return
+    if stat.S_ISLNK(info.st_mode):
+        component = "/".join(parts[:i + 1])
+        where = "a folder on its path" if i < len(parts) - 1 else "it"
+        raise LinkInPath(root, rel, component, f"{where} ({component}) is a symbolic link (links are never "
+                         "followed)")
+
+
+def _walk(root: object, rel: str, rootfd: int, parts: list[str], create: bool, mode: int) -> int:
+    """The folder holding `parts[-1]`, reached one component at a time (no link followed)."""
+    here = rootfd
+    for i in range(len(parts) - 1):
+        try:
+            nxt = _step(root, rel, here, parts, i, create, mode)
+        finally:
+            if here != rootfd:
+                os.close(here)
+        here = nxt
+    return here if here != rootfd else os.dup(rootfd)
+
+
+def open_beneath(root: Path | str | int, rel: str, flags: int = os.O_RDONLY, mode: int = 0o600) -> int:
+    """A descriptor of `root/rel` (`os.open` flags and mode), no link followed in any component of `rel`.
+
+    Raises:
+        LinkInPath: a component is a symbolic link, or `rel` is absolute, empty or climbs with `..`.
+        OSError: as from os.open (FileNotFoundError, NotADirectoryError, PermissionError, ...).
+    """
+    parts = _parts(root, rel)
+    rootfd, ours = _root_fd(root)
+    try:
+        try:
+            fd = _openat2(rootfd, "/".join(parts), flags, mode)
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.EXDEV, errno.ENOTDIR):
+                raise
+            fd = None                            # walked below to name the link (or raise what os.open says)
+        if fd is not None:
+            return fd
+        parent = _walk(root, rel, rootfd, parts, False, 0o755)
+        try:
+            return os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=parent)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                _refuse_link(root, rel, parent, parts, len(parts) - 1)
+            raise
+        finally:
+            os.close(parent)
+    finally:
+        if ours:
+            os.close(rootfd)
+
+
+def dir_beneath(root: Path | str | int, rel: str, *, create: bool = False, mode: int = 0o755) -> int:
+    """An O_PATH descriptor of the folder `root/rel` ("" or "." is `root` itself), no link followed; with
+    `create`, missing folders are made (`mode`). Raises as `open_beneath`."""
+    if rel in ("", "."):
+        rootfd, ours = _root_fd(root)
+        return rootfd if ours else os.dup(rootfd)
+    parts = _parts(root, rel)
+    rootfd, ours = _root_fd(root)
+    try:
+        parent = _walk(root, rel, rootfd, parts, create, mode)
+        try:
+            return _step(root, rel, parent, parts, len(parts) - 1, create, mode)
+        finally:
+            os.close(parent)
+    finally:
+        if ours:
+            os.close(rootfd)
+
+
+def _in_parent(root: Path | str | int, rel: str) -> tuple[int, str]:
+    head, _, name = "/".join(_parts(root, rel)).rpartition("/")
+    return dir_beneath(root, head), name
+
+
+def lstat_beneath(root: Path | str | int, rel: str) -> os.stat_result:
+    """What `root/rel` is, without following a link: in its folders (refused) or itself (reported)."""
+    parent, name = _in_parent(root, rel)
+    try:
+        return os.stat(name, dir_fd=parent, follow_symlinks=False)
+    finally:
+        os.close(parent)
+
+
+def readlink_beneath(root: Path | str | int, rel: str) -> str:
+    """The target of the symbolic link `root/rel` (its folders are not followed)."""
+    parent, name = _in_parent(root, rel)
+    try:
+        return os.readlink(name, dir_fd=parent)
+    finally:
+        os.close(parent)
+
+
+def read_beneath(root: Path | str | int, rel: str, limit: int | None = None) -> bytes:
+    """The bytes of the regular file `root/rel` (the first `limit` if given); a fifo or device is
+    refused (`UnsafePathError`) without blocking on it. Raises as `open_beneath`."""
+    fd = open_beneath(root, rel, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnsafePathError(f"refusing {rel!r} under {root}: it is not a regular file")
+        return f.read() if limit is None else f.read(limit)
