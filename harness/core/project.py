@@ -17,6 +17,7 @@ modified here.
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
 import shutil
@@ -26,6 +27,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from harness import checks
 from harness.core.sources import GIT_ON_HOST, MAX_SOURCE_BYTES, MAX_SOURCE_FILES
 from harness.errors import TaskError
 
@@ -70,6 +72,7 @@ class ProjectFiles:
     left_out: list[LeftOut] = field(default_factory=list)
     skipped_dirs: list[str] = field(default_factory=list)
     total_bytes: int = 0
+    sizes: dict[str, int] = field(default_factory=dict, repr=False)
 
     def secrets(self) -> list[str]:
         return [item.path for item in self.left_out if item.why == "looks like a secret"]
@@ -151,11 +154,14 @@ def _folder_files(root: Path, project: ProjectFiles) -> list[str]:
 
 
 def _consider(project: ProjectFiles, rel: str, include: tuple[str, ...]) -> None:
-    full = project.root / rel
     try:
-        mode = os.lstat(full).st_mode
-    except FileNotFoundError:
+        info = checks.lstat_beneath(project.root, rel)
+    except (FileNotFoundError, NotADirectoryError):
         return                                       # tracked but deleted in the working tree
+    except checks.LinkInPath as exc:
+        project.left_out.append(LeftOut(rel, _link_reason(exc)))
+        return
+    mode = info.st_mode
     if stat.S_ISDIR(mode):
         project.left_out.append(LeftOut(rel, "a git submodule (its files are not copied)"))
         return
@@ -170,12 +176,19 @@ def _consider(project: ProjectFiles, rel: str, include: tuple[str, ...]) -> None
         project.left_out.append(LeftOut(rel, "not a regular file (a socket, fifo or device)"))
         return
     else:
-        project.total_bytes += os.lstat(full).st_size
+        project.total_bytes += info.st_size
+        project.sizes[rel] = info.st_size
     project.files.append(PurePosixPath(*Path(rel).parts).as_posix())
 
 
+def _link_reason(exc: checks.LinkInPath) -> str:
+    if exc.errno == errno.ELOOP:
+        return f"a folder on its path ({exc.component}) is a symbolic link (never followed)"
+    return f"not a plain path below the project ({exc.why})"
+
+
 def _link_stays_inside(root: Path, rel: str) -> bool:
-    target = os.readlink(root / rel)
+    target = checks.readlink_beneath(root, rel)
     if os.path.isabs(target):
         return False
     resolved = os.path.normpath(os.path.join(os.path.dirname(rel), target))
@@ -188,7 +201,7 @@ def _check_caps(project: ProjectFiles, max_files: int, max_bytes: int) -> None:
     by_dir: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     sizes = []
     for rel in project.files:
-        size = os.lstat(project.root / rel).st_size
+        size = project.sizes.get(rel, 0)
         top = PurePosixPath(rel).parts[0] if "/" in rel else "."
         by_dir[top][0] += 1
         by_dir[top][1] += size
@@ -207,7 +220,9 @@ def _check_caps(project: ProjectFiles, max_files: int, max_bytes: int) -> None:
 def stage(project: ProjectFiles, dest: Path) -> Path:
     """Copy the selection into `dest` (which must not exist), never following a link; returns `dest`.
 
-    Regular files keep their executable bit; links (already checked to stay inside) are recreated.
+    Regular files keep their executable bit; links (already checked to stay inside) are recreated. Each
+    file is read through `checks.open_beneath`: a folder on its path that became a link after the
+    selection is refused, and the file moves to `project.left_out` with the reason.
 
     Raises:
         TaskError: `dest` exists, or a file changed into something else while it was copied.
@@ -217,21 +232,48 @@ def stage(project: ProjectFiles, dest: Path) -> Path:
         dest.mkdir(mode=0o700, parents=False)
     except FileExistsError:
         raise TaskError(f"the staging folder {dest} already exists; it must be new") from None
-    for rel in project.files:
-        source = project.root / rel
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        mode = os.lstat(source).st_mode
-        if stat.S_ISLNK(mode):
-            os.symlink(os.readlink(source), target)
-            continue
-        try:
-            fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW)
-        except OSError as exc:
-            raise TaskError(f"{rel} in {project.root} could not be read while copying it: {exc}") from exc
-        with os.fdopen(fd, "rb") as src, open(target, "xb") as out:
-            if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
-                raise TaskError(f"{rel} in {project.root} changed into a non-file while it was being copied")
-            shutil.copyfileobj(src, out)
-        os.chmod(target, 0o755 if mode & 0o111 else 0o644)
+    source_fd = os.open(project.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    dest_fd = os.open(dest, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        for rel in list(project.files):
+            try:
+                _stage_one(project, rel, source_fd, dest_fd)
+            except checks.LinkInPath as exc:
+                project.files.remove(rel)
+                project.total_bytes -= project.sizes.pop(rel, 0)
+                project.left_out.append(LeftOut(rel, _link_reason(exc) + ", found while copying"))
+    finally:
+        os.close(source_fd)
+        os.close(dest_fd)
     return dest
+
+
+def _stage_one(project: ProjectFiles, rel: str, source_fd: int, dest_fd: int) -> None:
+    """Copy `rel` from the project (open at `source_fd`) into the staging folder (open at `dest_fd`)."""
+    folder, _, name = rel.rpartition("/")
+    if stat.S_ISLNK(checks.lstat_beneath(source_fd, rel).st_mode):
+        target = checks.readlink_beneath(source_fd, rel)
+        parent = checks.dir_beneath(dest_fd, folder, create=True)
+        try:
+            os.symlink(target, name, dir_fd=parent)
+        finally:
+            os.close(parent)
+        return
+    try:
+        fd = checks.open_beneath(source_fd, rel, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise TaskError(f"{rel} in {project.root} could not be read while copying it: {exc}") from exc
+    with os.fdopen(fd, "rb") as src:
+        info = os.fstat(src.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise TaskError(f"{rel} in {project.root} changed into a non-file while it was being copied")
+        mode = 0o755 if info.st_mode & 0o111 else 0o644
+        parent = checks.dir_beneath(dest_fd, folder, create=True)
+        try:
+            out_fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode,
+                             dir_fd=parent)
+        finally:
+            os.close(parent)
+        with os.fdopen(out_fd, "wb") as out:
+            shutil.copyfileobj(src, out)
+            os.fchmod(out.fileno(), mode)
