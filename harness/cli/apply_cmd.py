@@ -1,8 +1,12 @@
 """`harness apply RUN_DIR`: show a `harness run --repo` patch, ask, and apply it to the folder (or commit
 it on a new branch). The work is in `harness.core.apply`; this module parses and prints.
 
-Exit codes: 0 applied; 1 refused (a file changed since the run, the patch is against uncommitted work,
-not confirmed); 2 bad input (run folder, base.json, patch, branch name).
+The folder to patch is printed first, always (with --yes and --json too), and where it came from:
+base.json, which must name a checkout of the run's repository, or --repo.
+
+Exit codes: 0 applied, or nothing to apply (the run changed nothing); 1 refused (a file changed since
+the run, the patch is against uncommitted work, not confirmed); 2 bad input (run folder, base.json,
+patch, branch name, a recorded folder that is not a checkout of the run's repository).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from rich.console import Console
 from harness.cli.common import EXIT_FAILED, print_safe
 from harness.core.apply import (
     Applied,
+    NothingToApply,
     PatchConflict,
     RunRecord,
     apply_to_tree,
@@ -45,7 +50,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _apply(args: argparse.Namespace) -> int:
-    run = load_run(args.run_dir, args.repo)
+    try:
+        run = load_run(args.run_dir, args.repo)
+    except NothingToApply as exc:
+        if args.json:
+            print(json.dumps({"applied": False, "nothing_to_apply": True, "message": str(exc)}, indent=2))
+        else:
+            print_safe(sys.stdout, f"harness apply: {exc}")
+        return 0
+    print_safe(sys.stderr if args.json else sys.stdout, _target_line(run))
     try:
         if args.branch is not None:
             check_branch(run, args.branch)
@@ -66,6 +79,13 @@ def _apply(args: argparse.Namespace) -> int:
     else:
         _summary(done)
     return 0
+
+
+def _target_line(run: RunRecord) -> str:
+    """Which folder is patched and why that one: base.json's, or the --repo given instead."""
+    if run.recorded is None or run.recorded == run.repo:
+        return f"harness apply: folder to patch: {run.repo} (recorded in {run.run_dir / 'base.json'})"
+    return f"harness apply: folder to patch: {run.repo} (given with --repo; the run recorded {run.recorded})"
 
 
 def show_diff(patch: str, out: TextIO) -> None:

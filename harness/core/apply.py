@@ -5,7 +5,8 @@
                                    exactly base.json's `files`, each a plain relative path
     changes_since(run)             the touched files that no longer match base.json (empty: none)
     require_unchanged(run)         PatchConflict listing them, unless there are none
-    apply_to_tree(run)             compare-and-swap: hashes checked again, then `git apply` in the folder
+    apply_to_tree(run)             compare-and-swap: the touched files read into a private folder, `git
+                                   apply` there, hashes checked again, the results written back
     check_branch(run, name)        for `--branch`: a checkout, a new valid branch name, and a recorded HEAD
                                    that holds the files as the run found them (else: uncommitted work)
     commit_to_branch(run, name)    a commit of the patch on top of the recorded HEAD, on a new branch;
@@ -14,8 +15,12 @@
 Contract: nothing is written unless every check passed, and then only the files the patch touches
 (`git apply` applies all of a patch or none of it). No path of the patch is followed through a symbolic
 link, none may leave the folder, and nothing from the patch becomes a command-line option (the patch
-goes to git on stdin). A folder inside a git checkout is patched with `--directory=<its prefix>`:
-without it `git apply` run in a subfolder skips every path silently and succeeds.
+goes to git on stdin). Every read and write in the folder goes through `checks.open_beneath` and
+`checks.dir_beneath`: no component of a path is followed through a link, and no git runs in the folder
+for `apply_to_tree` (it runs in a private copy of the touched files). For `--branch`, a folder inside a
+git checkout is patched with `--directory=<its prefix>`: without it `git apply` run in a subfolder skips
+every path silently and succeeds. base.json's own folder is used only when it is reached through no
+link and (for a git run) holds the recorded HEAD commit; `--repo` names any other.
 
 Raises `TaskError` for bad input (run folder, base.json, patch, branch name), `PatchConflict` (a
 `TaskError` carrying `.changes`) when the folder or the commit no longer holds what the run started from,
@@ -32,6 +37,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import stat
 import subprocess
 import tempfile
@@ -42,6 +48,7 @@ from typing import Literal, cast, get_args
 from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchSet
 
+from harness import checks
 from harness.core.sources import GIT_IDENTITY, GIT_ON_HOST
 from harness.errors import TaskError, UnsafePathError
 
@@ -56,6 +63,11 @@ _BASE_EXAMPLE = ('{"version": 1, "repo": "/home/me/code/shop", "mode": "git", "h
 _HEX40, _HEX64 = re.compile(r"[0-9a-f]{40}"), re.compile(r"[0-9a-f]{64}")
 _ODD_MODE = re.compile(r"\b(120000|160000)\b")   # a symbolic link or a submodule in a git header line
 _ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+
+
+class NothingToApply(TaskError):
+    """The run changed nothing: its patch is empty and base.json lists no file. Not an error to the
+    operator (`harness apply` says so and exits 0)."""
 
 
 class PatchConflict(TaskError):
@@ -84,6 +96,8 @@ class RunRecord:
     head: str | None
     files: dict[str, str | None]
     patch: str
+    recorded: Path | None = None
+    """The folder base.json names (`repo` is it unless `--repo` said otherwise)."""
 
 
 @dataclass(frozen=True)
@@ -113,11 +127,14 @@ class _Place:
 
 
 def load_run(run_dir: Path, repo: Path | None = None) -> RunRecord:
-    """The run in `run_dir`, to be applied to `repo` (default: the folder base.json names).
+    """The run in `run_dir`, to be applied to `repo` (default: the folder base.json names, which must
+    be reached through no link and, for a git run, hold the recorded HEAD commit: a run folder from
+    elsewhere cannot point `harness apply` at another repository).
 
     Raises:
-        TaskError: a run file is missing or malformed, the folder is not usable, or the patch touches
-            a path that is unsafe or not the set base.json lists.
+        NothingToApply: the run changed nothing (empty patch, no file listed).
+        TaskError: a run file is missing or malformed, the folder is not usable (or not a checkout of
+            the run's repository), or the patch touches a path that is unsafe or not the set base.json lists.
         UnsafePathError: the run folder, a run file or the folder to patch is a symbolic link.
     """
     run_dir = Path(run_dir)
@@ -126,10 +143,14 @@ def load_run(run_dir: Path, repo: Path | None = None) -> RunRecord:
                               f"({os.path.realpath(run_dir)})")
     if not run_dir.is_dir():
         raise TaskError(f"run folder {str(run_dir)!r} does not exist; {_RUN_HINT}")
-    recorded, mode, head, files = _parse_base(_read_run_file(run_dir / BASE_FILE), run_dir / BASE_FILE)
-    patch = _read_run_file(run_dir / PATCH_FILE)
+    recorded, mode, head, files = _parse_base(_read_run_file(run_dir, BASE_FILE), run_dir / BASE_FILE)
+    patch = _read_run_file(run_dir, PATCH_FILE)
+    if not patch.strip() and not files:
+        raise NothingToApply(f"nothing to apply: the run in {run_dir} changed nothing ({PATCH_FILE} is empty); "
+                             f"{recorded} is unchanged")
     if not patch.strip():
-        raise TaskError(f"{run_dir / PATCH_FILE} is empty: the run changed nothing, so there is nothing to apply")
+        raise TaskError(f"{run_dir / PATCH_FILE} is empty but {run_dir / BASE_FILE} lists {sorted(files)}; "
+                        f"both must come from the same `harness run --repo` run")
     target = Path(repo) if repo is not None else Path(recorded)
     if target.is_symlink():
         raise UnsafePathError(f"refusing folder {target}: it is a symbolic link; pass the real folder, e.g. "
@@ -137,23 +158,43 @@ def load_run(run_dir: Path, repo: Path | None = None) -> RunRecord:
     if not target.is_dir():
         raise TaskError(f"the folder to patch {str(target)!r} does not exist or is not a folder; pass the "
                         "project's folder, e.g. harness apply RUN_DIR --repo ~/code/shop")
+    if repo is None:
+        _check_recorded(target, mode, head, run_dir)
     _cross_check(patch, files, run_dir)
-    return RunRecord(run_dir, target.absolute(), mode, head, files, patch)
+    return RunRecord(run_dir, target.absolute(), mode, head, files, patch, Path(recorded))
 
 
-def _read_run_file(path: Path) -> str:
+def _check_recorded(target: Path, mode: Mode, head: str | None, run_dir: Path) -> None:
+    """The folder base.json names is reached through no link and, for a git run with a HEAD, is a
+    checkout holding that commit; anything else needs `--repo` to say so."""
+    override = f"to apply there anyway, say so: harness apply {run_dir} --repo {target}"
+    if os.path.realpath(target) != str(target):
+        raise UnsafePathError(f"refusing {target} (named by {run_dir / BASE_FILE}): it is reached through a "
+                              f"symbolic link (it resolves to {os.path.realpath(target)}); {override}")
+    if mode != "git" or head is None:
+        return
+    place = _place(target)
+    if not place.in_git:
+        raise TaskError(f"refusing {target} (named by {run_dir / BASE_FILE}): the run started from commit "
+                        f"{head[:12]} of a git checkout, and {target} is not a git checkout; {override}")
+    if _rev(place.cwd, f"{head}^{{commit}}") is None:
+        raise TaskError(f"refusing {target} (named by {run_dir / BASE_FILE}): the run started from commit "
+                        f"{head[:12]}, which is not in {target}'s repository: it is a checkout of another "
+                        f"project; {override}")
+
+
+def _read_run_file(run_dir: Path, name: str) -> str:
+    path = run_dir / name
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        data = checks.read_beneath(run_dir, name)
     except FileNotFoundError:
         raise TaskError(f"{path} is missing; {_RUN_HINT}") from None
+    except checks.LinkInPath as exc:
+        raise UnsafePathError(f"refusing {path}: it is a symbolic link (run files are never followed)") from exc
+    except UnsafePathError:
+        raise TaskError(f"{path} is not a regular file; {_RUN_HINT}") from None
     except OSError as exc:
-        if os.path.islink(path):
-            raise UnsafePathError(f"refusing {path}: it is a symbolic link (run files are never followed)") from exc
         raise TaskError(f"{path} could not be read: {exc}; {_RUN_HINT}") from exc
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise TaskError(f"{path} is not a regular file; {_RUN_HINT}")
-        data = f.read()
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -180,7 +221,7 @@ def _parse_base(text: str, where: Path) -> tuple[str, Mode, str | None, dict[str
     if not (head is None or (isinstance(head, str) and _HEX40.fullmatch(head))):
         problems.append(f"head is {head!r}, expected 40 lowercase hex digits or null")
     files = base.get("files")
-    if not isinstance(files, dict) or not files:
+    if not isinstance(files, dict):
         problems.append(f"files is {files!r}, expected an object mapping each touched path to its SHA-256 or null")
     else:
         problems += [f"files[{k!r}] is {v!r}, expected 64 lowercase hex digits or null" for k, v in files.items()
@@ -287,49 +328,37 @@ def changes_since(run: RunRecord) -> tuple[FileChange, ...]:
     found: list[FileChange] = []
     for rel, want in sorted(run.files.items()):
         kind, digest = _current(run.repo, rel)
-        how: How | None = None
-        if kind in ("link", "other"):
-            how = "is a symbolic link" if kind == "link" else "is not a regular file"
-        elif want is None and kind == "file":
-            how = "now exists"
-        elif want is not None and kind == "absent":
-            how = "deleted"
-        elif want is not None and digest != want:
-            how = "changed"
-        if how is not None:
-            found.append(FileChange(rel, how))
+        if _differs(kind, digest, want):
+            found.append(FileChange(rel, _how(kind, want)))
     return tuple(found)
 
 
-def _current(root: Path, rel: str) -> tuple[Literal["file", "absent", "link", "other"], str | None]:
-    """What is at `root/rel` now, never following a link on the way: a file and its SHA-256, nothing,
-    a symbolic link (there or on a folder above), or something else."""
-    here = root
-    for part in rel.split("/")[:-1]:
-        here = here / part
-        try:
-            mode = os.lstat(here).st_mode
-        except (FileNotFoundError, NotADirectoryError):
-            return "absent", None
-        if stat.S_ISLNK(mode):
-            return "link", None
-        if not stat.S_ISDIR(mode):
-            return "absent", None
+def _differs(kind: str, digest: str | None, want: str | None) -> bool:
+    return kind in ("link", "other") or (want is None) != (kind == "absent") or digest != want
+
+
+def _current(root: Path | int, rel: str) -> tuple[Literal["file", "absent", "link", "other"], str | None]:
+    """What is at `root/rel` now, never following a link on the way (`checks.open_beneath`): a file and
+    its SHA-256, nothing, a symbolic link (there or on a folder above), or something else."""
+    digest, _ = _read_current(root, rel)
+    return digest
+
+
+def _read_current(root: Path | int, rel: str) -> tuple[tuple[Literal["file", "absent", "link", "other"],
+                                                              str | None], tuple[bytes, int] | None]:
+    """`_current` and, for a file, its bytes and permission bits."""
     try:
-        fd = os.open(root / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        fd = checks.open_beneath(root, rel, os.O_RDONLY | os.O_NONBLOCK)
     except (FileNotFoundError, NotADirectoryError):
-        return "absent", None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP or os.path.islink(root / rel):
-            return "link", None
-        raise
+        return ("absent", None), None
+    except checks.LinkInPath:
+        return ("link", None), None
     with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            return "other", None
-        h = hashlib.sha256()
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return "file", h.hexdigest()
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return ("other", None), None
+        data = f.read()
+    return ("file", hashlib.sha256(data).hexdigest()), (data, stat.S_IMODE(info.st_mode))
 
 
 def require_unchanged(run: RunRecord) -> None:
@@ -345,25 +374,98 @@ def require_unchanged(run: RunRecord) -> None:
 
 
 def apply_to_tree(run: RunRecord) -> Applied:
-    """Write the patch into `run.repo`'s files: `git apply --check`, the hashes once more, then
-    `git apply` (no staging, no commit).
+    """Write the patch into `run.repo`'s files: the touched files are read (no link followed, each hash
+    checked) into a private folder, `git apply` runs there, then the hashes are checked once more and
+    each result is written back through `checks.dir_beneath` (a new file renamed over the old one; a
+    deleted one unlinked). No git runs in the operator's folder, and no write follows a link.
 
     Raises:
         PatchConflict: a touched file changed since the run, or git refused the patch (nothing written).
     """
-    place = _place(run.repo)
-    command = ["apply", "--whitespace=nowarn", *place.directory(), "-"]
-    check = _git(command[:1] + ["--check"] + command[1:], place.cwd, run.patch.encode())
-    require_unchanged(run)
-    if check.returncode != 0:
-        raise PatchConflict(f"refusing to apply: `git apply --check` refused the patch in {run.repo}: "
-                            f"{_said(check)}. Nothing was written; apply it by hand to see why "
-                            f"(git apply --reject {run.run_dir / PATCH_FILE})")
-    done = _git(command, place.cwd, run.patch.encode())
-    if done.returncode != 0:
-        raise PatchConflict(f"git apply failed in {run.repo}: {_said(done)}. git applies all of a patch or "
-                            f"none of it; check with `git status` or `git diff` in {run.repo}")
+    root = os.open(run.repo, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        with tempfile.TemporaryDirectory(prefix="harness-apply-") as tmp:
+            work = Path(tmp) / "tree"
+            work.mkdir()
+            _copy_touched(run, root, work)
+            done = _git(["apply", "--whitespace=nowarn", "-"], work, run.patch.encode(),
+                        {"GIT_CEILING_DIRECTORIES": tmp})
+            if done.returncode != 0:
+                raise PatchConflict(f"refusing to apply: `git apply` refused the patch for {run.repo}: "
+                                    f"{_said(done)}. Nothing was written; apply it by hand to see why "
+                                    f"(git apply --reject {run.run_dir / PATCH_FILE})")
+            require_unchanged(run)
+            for rel in sorted(run.files):
+                _write_back(root, rel, work, run.files[rel] is not None)
+    finally:
+        os.close(root)
     return Applied(run.repo, tuple(sorted(run.files)))
+
+
+def _copy_touched(run: RunRecord, root: int, work: Path) -> None:
+    """Each touched file of the folder that exists, copied into `work` as read (its hash checked)."""
+    found: list[FileChange] = []
+    for rel, want in sorted(run.files.items()):
+        (kind, digest), content = _read_current(root, rel)
+        if _differs(kind, digest, want):
+            found.append(FileChange(rel, _how(kind, want)))
+        elif content is not None:
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            (work / rel).write_bytes(content[0])
+            os.chmod(work / rel, content[1])
+    if found:
+        listed = ", ".join(f"{c.path} ({c.how})" for c in found)
+        raise PatchConflict(f"refusing to apply: {len(found)} file(s) in {run.repo} changed since the run "
+                            f"started: {listed}. Nothing was written.", tuple(found))
+
+
+def _how(kind: str, want: str | None) -> How:
+    if kind in ("link", "other"):
+        return "is a symbolic link" if kind == "link" else "is not a regular file"
+    if kind == "absent":
+        return "deleted"
+    return "now exists" if want is None else "changed"
+
+
+def _write_back(root: int, rel: str, work: Path, existed: bool) -> None:
+    """`work/rel` written over `root/rel` (or `root/rel` removed when the patch deleted it)."""
+    folder, _, name = rel.rpartition("/")
+    result = work / rel
+    if not result.is_file():
+        if existed:
+            parent = checks.dir_beneath(root, folder)
+            try:
+                os.unlink(name, dir_fd=parent)
+            finally:
+                os.close(parent)
+            _prune(root, folder)
+        return
+    parent = checks.dir_beneath(root, folder, create=True)
+    temp = f".{name}.harness-apply-{secrets.token_hex(6)}"
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=parent)
+        with os.fdopen(fd, "wb") as out:
+            out.write(result.read_bytes())
+            os.fchmod(out.fileno(), stat.S_IMODE(result.stat().st_mode))
+        os.rename(temp, name, src_dir_fd=parent, dst_dir_fd=parent)      # replaces `name`, never follows it
+    finally:
+        os.close(parent)
+
+
+def _prune(root: int, folder: str) -> None:
+    """Remove `folder` and the folders above it while they are empty (as `git apply` does)."""
+    while folder:
+        above, _, name = folder.rpartition("/")
+        parent = checks.dir_beneath(root, above)
+        try:
+            os.rmdir(name, dir_fd=parent)
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.EBUSY):
+                return
+            raise
+        finally:
+            os.close(parent)
+        folder = above
 
 
 def check_branch(run: RunRecord, name: str) -> str:
