@@ -15,19 +15,24 @@ Layout of a task directory::
 environment, the project itself excluded; `install_cmd` (optional) installs the project into that
 environment, run in its root, e.g. ``pip install --no-deps --no-build-isolation -e .``.
 `check_task` lists every problem of a directory at once; `load_task` refuses a directory that has any.
+Every file of a task directory is read through `checks.read_beneath` and repo/ is looked at with
+`checks.lstat_beneath`: a link there (task.json to ~/.aws/credentials, repo/ to the operator's home) is a
+problem of the task, never followed.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness import checks
 from harness.core.sources import check_patch, task_repo_dir
-from harness.errors import TaskError
+from harness.errors import TaskError, UnsafePathError
 
 TASK_KEYS = {"id", "python", "test_cmd", "FAIL_TO_PASS", "PASS_TO_PASS", "requirements", "install_cmd",
              "repo", "base_commit", "created_at", "version"}
@@ -140,6 +145,40 @@ def _check_requirements(reqs: Any, where: str) -> list[str]:
     return problems
 
 
+def _kind(path: Path, name: str) -> str:
+    """What `path/name` is, without following a link: "file", "folder", "link", "other" or "absent"."""
+    try:
+        mode = checks.lstat_beneath(path, name).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return "absent"
+    except checks.LinkInPath:
+        return "link"
+    if stat.S_ISLNK(mode):
+        return "link"
+    return "file" if stat.S_ISREG(mode) else "folder" if stat.S_ISDIR(mode) else "other"
+
+
+def _read(path: Path, name: str) -> str | None:
+    """The text of the task file `path/name`, None when it is missing.
+
+    Raises:
+        TaskError: it is a link (never followed), not a regular file, or not UTF-8.
+    """
+    try:
+        data = checks.read_beneath(path, name)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except checks.LinkInPath as exc:
+        raise TaskError(f"{path / name} is a symbolic link; the files of a task directory are never read "
+                        f"through a link ({exc.why}): put the file itself there") from exc
+    except (OSError, UnsafePathError) as exc:
+        raise TaskError(f"{path / name} cannot be read as a task file: {exc}") from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskError(f"{path / name} is not UTF-8 text ({exc})") from exc
+
+
 def check_task(path: Path, *, patches: bool = True) -> list[str]:
     """Every problem of the task directory `path` (empty when it is valid).
 
@@ -147,11 +186,16 @@ def check_task(path: Path, *, patches: bool = True) -> list[str]:
     """
     path = Path(path)
     meta_file = path / "task.json"
-    if not meta_file.is_file():
+    try:
+        text = _read(path, "task.json")
+        statement = _read(path, "problem.md")
+    except TaskError as exc:
+        return [str(exc)]
+    if text is None:
         return [f"{path} is not a task directory: {meta_file} is missing; a task directory holds "
                 "task.json, problem.md and repo/ (see tasks/wordcount)"]
     try:
-        meta = json.loads(meta_file.read_text())
+        meta = json.loads(text)
     except json.JSONDecodeError as exc:
         return [f"{meta_file} is not valid JSON ({exc}); example: {TASK_EXAMPLE}"]
     problems = check_meta(meta, str(meta_file))
@@ -160,10 +204,13 @@ def check_task(path: Path, *, patches: bool = True) -> list[str]:
             checks.identifier(path.name, str(path), "task folder name (the id when task.json has none)")
         except TaskError as exc:
             problems.append(str(exc))
-    problem = path / "problem.md"
-    if not problem.is_file() or not problem.read_text().strip():
-        problems.append(f"{problem} is missing or empty: write the problem as a user would report it")
-    if not (path / "repo").is_dir() and not (path / "repo.tar.gz").is_file():
+    if statement is None or not statement.strip():
+        problems.append(f"{path / 'problem.md'} is missing or empty: write the problem as a user would report it")
+    repo, tarball = _kind(path, "repo"), _kind(path, "repo.tar.gz")
+    if "link" in (repo, tarball):
+        problems.append(f"{path / ('repo' if repo == 'link' else 'repo.tar.gz')} is a symbolic link; a task's "
+                        "files are never read through a link: put the project's files there")
+    elif repo != "folder" and tarball != "file":
         problems.append(f"{path} has neither repo/ nor repo.tar.gz: the project's files at the base state")
     elif patches and not problems:
         problems += _check_patches(path)
@@ -175,12 +222,16 @@ def _check_patches(path: Path) -> list[str]:
     `git apply --check` / `patch --dry-run`: nothing is written on the host)."""
     problems = []
     for name in ("test.patch", "gold.patch"):
-        patch = path / name
-        if not patch.is_file():
+        try:
+            text = _read(path, name)
+        except TaskError as exc:
+            problems.append(str(exc))
             continue
-        outcome = check_patch(task_repo_dir(path), patch.read_text())
+        if text is None:
+            continue
+        outcome = check_patch(task_repo_dir(path), text)
         if not outcome.applied:
-            problems.append(f"{patch} does not apply to the base state: {outcome.output.strip()[-500:]}; "
+            problems.append(f"{path / name} does not apply to the base state: {outcome.output.strip()[-500:]}; "
                             "make it with `git diff` in a clean checkout of repo/")
     return problems
 
@@ -191,15 +242,10 @@ def load_task(path: Path) -> Task:
     problems = check_task(path, patches=False)
     if problems:
         raise TaskError(f"task {path} is invalid:\n  - " + "\n  - ".join(problems))
-    meta = json.loads((path / "task.json").read_text())
-
-    def optional(name: str) -> str | None:
-        f = path / name
-        return f.read_text() if f.is_file() else None
-
-    return task_from_meta(meta, default_id=path.name, problem=(path / "problem.md").read_text(),
-                          repo_dir=task_repo_dir(path), gold_patch=optional("gold.patch"),
-                          test_patch=optional("test.patch"))
+    meta = json.loads(_read(path, "task.json") or "{}")
+    return task_from_meta(meta, default_id=path.name, problem=_read(path, "problem.md") or "",
+                          repo_dir=task_repo_dir(path), gold_patch=_read(path, "gold.patch"),
+                          test_patch=_read(path, "test.patch"))
 
 
 def task_from_meta(meta: dict[str, Any], *, default_id: str, problem: str, repo_dir: Path,
@@ -214,13 +260,21 @@ def task_from_meta(meta: dict[str, Any], *, default_id: str, problem: str, repo_
 
 
 def find_task_dirs(paths: list[Path]) -> list[Path]:
-    """Task directories among `paths`: each path is a task directory or a folder of them."""
+    """Task directories among `paths`: each path is a task directory or a folder of them. A task
+    directory inside a folder of them that is a link is refused, not followed."""
     found: list[Path] = []
     for p in map(Path, paths):
-        if (p / "task.json").is_file():
+        if _kind(p, "task.json") != "absent":
             found.append(p)
         elif p.is_dir():
-            found.extend(sorted(d for d in p.iterdir() if (d / "task.json").is_file()))
+            for name in sorted(os.listdir(p)):
+                kind = _kind(p, name)
+                # only a stat through the link, to say why a task there is refused; nothing is read
+                if kind == "link" and os.path.isfile(p / name / "task.json"):
+                    raise TaskError(f"{p / name} is a symbolic link to a folder; task directories are never "
+                                    f"reached through a link: pass the real folder, e.g. {os.path.realpath(p / name)}")
+                if kind == "folder" and _kind(p / name, "task.json") != "absent":
+                    found.append(p / name)
         else:
             raise TaskError(f"{p} is neither a task directory (with task.json) nor a folder of task "
                             "directories; example: tasks/ or tasks/wordcount")
