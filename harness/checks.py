@@ -225,11 +225,11 @@ def _parts(root: object, rel: str) -> list[str]:
     """The components of `rel`, refused when it is absolute, empty, holds NUL or climbs with `..`."""
     parts = [p for p in str(rel).split("/") if p not in ("", ".")]
     if str(rel).startswith("/") or not parts or "\0" in str(rel):
-        raise LinkInPath(root, rel, str(rel), "it is not a relative path below the folder; expected e.g. "
+        raise LinkInPath(root, rel, str(rel), "it is not a relative path inside the folder; expected e.g. "
                          "\"src/app.py\"", errno.EINVAL)
     if ".." in parts:
-        raise LinkInPath(root, rel, "..", "it climbs with '..'; expected a path below the folder, e.g. "
-                         "\"src/app.py\"", errno.EINVAL)
+        raise LinkInPath(root, rel, "..", "it is not a relative path inside the folder (it climbs with '..'); "
+                         "expected e.g. \"src/app.py\"", errno.EINVAL)
     return parts
 
 

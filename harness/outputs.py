@@ -3,8 +3,9 @@ eval` append their output folder to STATE_DIR/outputs.txt, so the web console fi
 anywhere (`--out /tmp/try-3`), not only below ./runs.
 
 One absolute path per line, appended (O_APPEND, a link there refused); reading keeps the last
-`KEEP` distinct entries that are still folders. Nothing else is stored: the folders themselves say
-what they hold.
+`KEEP` distinct entries that are still folders reached through no link in any component
+(`checks.dir_beneath` from `/`: the line is written resolved, so a link on its way came later).
+Nothing else is stored: the folders themselves say what they hold.
 """
 
 from __future__ import annotations
@@ -36,10 +37,9 @@ def record_output(state_dir: Path, folder: Path) -> None:
 
 def recorded_outputs(state_dir: Path) -> list[Path]:
     """The recorded folders that still exist (not links), newest last, each once."""
-    path = Path(state_dir) / FILE
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
+        fd = checks.open_beneath(state_dir, FILE, os.O_RDONLY | os.O_NONBLOCK)
+    except (OSError, UnsafePathError):
         return []
     with os.fdopen(fd, "rb") as f:
         size = os.fstat(f.fileno()).st_size
@@ -51,4 +51,14 @@ def recorded_outputs(state_dir: Path) -> list[Path]:
             seen[line] = None
             if len(seen) >= KEEP:
                 break
-    return [Path(p) for p in reversed(seen) if os.path.isdir(p) and not os.path.islink(p)]
+    return [Path(p) for p in reversed(seen) if _real_folder(p)]
+
+
+def _real_folder(path: str) -> bool:
+    """Whether the recorded `path` is a folder reached through no link in any component (a recorded
+    folder whose parent was replaced by a link is not listed)."""
+    try:
+        os.close(checks.dir_beneath("/", path.lstrip("/")))
+    except (OSError, UnsafePathError):
+        return False
+    return True

@@ -233,8 +233,7 @@ def _beside(rel: str, target: str) -> str:
 
 def _read_inside(root: Path, rel: str) -> str:
     """`root/rel` read without following a link, only if it is a regular file inside `root`."""
-    path = checks.child(root, rel)
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    fd = checks.open_beneath(root, rel, os.O_RDONLY | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as handle:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise UnsafePathError(f"{rel} is not a regular file")
