@@ -256,6 +256,7 @@ def _openat2(dirfd: int, rel: str, flags: int, mode: int) -> int | None:
     if code in (errno.ENOSYS, errno.EPERM) or (code == errno.E2BIG and _openat2_ok is None):
         _openat2_ok = False
         return None
+    _openat2_ok = True                         # the call exists: its answer is about the path
     raise OSError(code, os.strerror(code), rel)
 
 
@@ -345,6 +346,14 @@ def dir_beneath(root: Path | str | int, rel: str, *, create: bool = False, mode:
     parts = _parts(root, rel)
     rootfd, ours = _root_fd(root)
     try:
+        try:
+            fd = _openat2(rootfd, "/".join(parts), os.O_PATH | os.O_DIRECTORY, 0)
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.EXDEV, errno.ENOTDIR, errno.ENOENT):
+                raise
+            fd = None                            # walked below: to name the link, or to make what is missing
+        if fd is not None:
+            return fd
         parent = _walk(root, rel, rootfd, parts, create, mode)
         try:
             return _step(root, rel, parent, parts, len(parts) - 1, create, mode)
