@@ -28,6 +28,7 @@ from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 from harness.web.server import make_web_server  # noqa: E402
 from tests.browser import chromium  # noqa: E402
 from tests.web.hostile_run import write_hostile_run  # noqa: E402
+from tests.web.signin import sign_in_cookie  # noqa: E402
 
 PAINT = ("return (performance.getEntriesByName('first-contentful-paint')[0] || {}).startTime || null")
 
@@ -64,7 +65,7 @@ def main() -> None:
               f"{2 * args.steps + 3} lines) in {time.perf_counter() - t0:.1f} s")
         write_hostile_run(runs / "small", steps=10, big_output_bytes=1000)
         with make_web_server(None, [runs], port=0) as server:
-            cookie = f"harness_approvals={server.console.token}"
+            cookie = sign_in_cookie(server.url)[1]
             cold = http_ms(f"{server.base}/api/steps?ref=0/big&start=0&limit=200", cookie)
             warm = [http_ms(f"{server.base}/api/steps?ref=0/big&start=0&limit=200", cookie) for _ in range(5)]
             tail = http_ms(f"{server.base}/api/steps?ref=0/big&start={2 * args.steps}&limit=200", cookie)
@@ -111,7 +112,7 @@ def main() -> None:
         for n in range(args.runs):
             write_hostile_run(runs / "many" / f"run-{n:04d}", steps=1, big_output_bytes=100)
         with make_web_server(None, [runs], port=0) as server:
-            cookie = f"harness_approvals={server.console.token}"
+            cookie = sign_in_cookie(server.url)[1]
             listed = [http_ms(f"{server.base}/api/runs", cookie) for _ in range(3)]
             print(f"runs list of {args.runs + 2} run folders over HTTP: median {statistics.median(listed):.0f} ms")
 

@@ -90,6 +90,7 @@ class ApprovalConfig:
     git_remotes: dict[str, str] = field(default_factory=dict)   # git_push targets: name -> URL
     web_host: str = "127.0.0.1"       # `harness approvals serve` binds here
     web_port: int = 8765
+    web_session_hours: float = 12.0   # a sign-in to `harness web` / `approvals serve` lasts this long
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,7 @@ class Secrets:
     openai_api_key: str | None = None
     openai_base_url: str | None = None
     mcp_token: str | None = None      # `harness mcp --http`'s bearer token, when the operator sets it
+    model_server_api_key: str | None = None   # `harness model serve`'s API key (HARNESS_MODEL_SERVER_API_KEY)
 
 
 def load(environ: Mapping[str, str] | None = None) -> tuple[Config, Secrets]:
@@ -158,7 +160,8 @@ def load(environ: Mapping[str, str] | None = None) -> tuple[Config, Secrets]:
     secrets = Secrets(anthropic_api_key=env.get("ANTHROPIC_API_KEY") or None,
                       openai_api_key=env.get("OPENAI_API_KEY") or None,
                       openai_base_url=env.get("OPENAI_BASE_URL") or None,
-                      mcp_token=env.get("HARNESS_MCP_TOKEN") or None)
+                      mcp_token=env.get("HARNESS_MCP_TOKEN") or None,
+                      model_server_api_key=env.get("HARNESS_MODEL_SERVER_API_KEY") or None)
     return cfg, secrets
 
 

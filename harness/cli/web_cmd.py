@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -38,6 +39,9 @@ def add_server_options(p: argparse.ArgumentParser, default_port_help: str) -> No
     p.add_argument("--token", help="access token (default: a new random one, printed in the URL)")
     p.add_argument("--allow-host", action="append", default=[],
                    help="extra Host header value accepted (behind a proxy), e.g. console.example:8765")
+    p.add_argument("--session-hours", type=float, metavar="H",
+                   help="how long a sign-in lasts before the URL with the token is needed again (default 12, "
+                        "or approval.web_session_hours of the config)")
 
 
 def serve_console(queue: ApprovalQueue, args: argparse.Namespace, roots: list[Path], host: str, port: int,
@@ -45,6 +49,9 @@ def serve_console(queue: ApprovalQueue, args: argparse.Namespace, roots: list[Pa
     """Bind, print the sign-in URL, serve until Ctrl-C or SIGTERM."""
     from harness.web.server import default_roots, make_web_server  # noqa: PLC0415 - the web stack only when serving
 
+    hours = load()[0].approval.web_session_hours if args.session_hours is None else args.session_hours
+    if not (hours > 0 and math.isfinite(hours)):
+        raise ConfigError(f"--session-hours {hours} is not a duration; expected hours > 0, e.g. --session-hours 12")
     if args.port is not None and not 0 <= args.port <= 65535:
         raise ConfigError(f"--port {args.port} is not a TCP port; expected 0 to 65535, e.g. --port 8765")
     given = [r.expanduser().resolve() for r in roots]
@@ -55,7 +62,8 @@ def serve_console(queue: ApprovalQueue, args: argparse.Namespace, roots: list[Pa
                           "folders, e.g. --runs runs")
     server = make_web_server(queue, list(dict.fromkeys(folders)), host=args.host or host,
                              port=port if args.port is None else args.port, token=args.token,
-                             extra_hosts=args.allow_host, landing=landing, state_dir=queue.state_dir)
+                             extra_hosts=args.allow_host, landing=landing, state_dir=queue.state_dir,
+                             session_seconds=hours * 3600)
     print(f"{label}: {server.url}", flush=True)
     print_safe(sys.stderr, "showing runs below: " + ", ".join(str(f) for f in server.console.roots.paths)
                + ", and wherever `harness run`/`eval` wrote (recorded in " + str(queue.state_dir) + ")")

@@ -3,10 +3,13 @@
 Protection, in order, on every request (`Guard`, before any route):
 
 1. Host: the Host header must name this server (a DNS-rebinding page gets 421).
-2. Sign-in: a random token, given once in the URL the command prints (`/?token=...`), becomes an
-   HttpOnly SameSite=Strict cookie; every page and API call but the static assets needs it (401).
-3. Writes: a POST also needs the page's CSRF token (`X-CSRF-Token`), a JSON body, and an Origin
-   header equal to this server's origin (403).
+2. Sign-in: a random token, given in the URL the command prints (`/?token=...`), is exchanged for a
+   session (harness.web.sessions): a random id, not the token, in an HttpOnly SameSite=Strict cookie
+   named for this server, ending after 12 h; every page and API call but the static assets needs a
+   live one (401).
+3. Writes: any method but GET and HEAD also needs the session's CSRF secret (`X-CSRF-Token`, random,
+   held server-side, not derived from the cookie), a JSON body, and an Origin header equal to this
+   server's origin (403).
 4. Every response carries a strict Content-Security-Policy (`script-src 'self'`, nothing from
    outside, no inline script or style), `X-Frame-Options: DENY`, `nosniff`, `no-referrer` and
    `no-store`.
@@ -19,7 +22,6 @@ package's `static/` folder; nothing is loaded from anywhere else.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import threading
@@ -39,12 +41,14 @@ from harness.approval.records import Request as ApprovalRequest
 from harness.approval.records import UnknownRequest
 from harness.errors import ApprovalError, HarnessError
 from harness.tools.outbound.preview import safe_ident, safe_text
-from harness.web import runs
-from harness.web.runs import NotFound, Roots, Trajectories
+from harness.web import runs, steps
+from harness.web.records import NotFound
+from harness.web.runs import Roots
+from harness.web.sessions import Session, Sessions
+from harness.web.steps import Trajectories
 
 STATIC = Path(__file__).with_name("static")
 TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
-COOKIE = "harness_approvals"
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
        "font-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
 SECURITY_HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-frame-options", b"DENY"),
@@ -61,7 +65,8 @@ Send = Callable[[Message], Awaitable[None]]
 @dataclass
 class Console:
     """What the app serves and how it checks requests: the approvals queue (None: no approvals view),
-    the run roots, the sign-in token, the Host values accepted and the view `/` opens on."""
+    the run roots, the sign-in token, the Host values accepted, the view `/` opens on and the
+    sessions signed in."""
     queue: ApprovalQueue | None
     roots: Roots
     token: str
@@ -69,10 +74,7 @@ class Console:
     landing: str = "runs"
     trajectories: Trajectories = field(default_factory=Trajectories)
     lock: threading.Lock = field(default_factory=threading.Lock)
-
-    @property
-    def csrf(self) -> str:
-        return hmac.new(self.token.encode(), b"csrf", hashlib.sha256).hexdigest()
+    sessions: Sessions = field(default_factory=Sessions)
 
 
 class BadRequest(HarnessError):
@@ -117,14 +119,16 @@ class Guard:
             return self.sign_in(query)
         if path.startswith("/static/"):
             return None
-        if not self.signed_in(headers):
-            return _error(401, "not signed in: open the URL printed by `harness web` or `harness approvals serve` "
+        session, why = console.sessions.find(headers.get("cookie", ""))
+        if session is None:
+            return _error(401, f"{why}: open the URL printed by `harness web` or `harness approvals serve` "
                                "(it carries ?token=...)")
+        scope["harness.session"] = session
         if scope["method"] not in ("GET", "HEAD"):
             origin = headers.get("origin", "")
             if origin != f"http://{host}":
                 return _error(403, f"cross-site request refused: Origin {origin!r} is not this page")
-            if not hmac.compare_digest(headers.get("x-csrf-token", "").encode(), console.csrf.encode()):
+            if not hmac.compare_digest(headers.get("x-csrf-token", "").encode(), session.csrf.encode()):
                 return _error(403, "missing or wrong X-CSRF-Token; reload the page")
             if headers.get("content-type") != "application/json":
                 return _error(400, "a POST carries a JSON body (Content-Type: application/json)")
@@ -134,17 +138,11 @@ class Guard:
         token = next((v for k, _, v in (p.partition("=") for p in query.split("&")) if k == "token"), "")
         if not hmac.compare_digest(token.encode(), self.console.token.encode()):
             return _error(403, "wrong token; use the URL printed by `harness web` or `harness approvals serve`")
+        sessions = self.console.sessions
         response = Response(status_code=303, headers={"Location": "/"})
-        response.set_cookie(COOKIE, self.console.token, httponly=True, samesite="strict", path="/")
+        response.set_cookie(sessions.cookie, sessions.open().id, max_age=int(sessions.lifetime), httponly=True,
+                            samesite="strict", path="/")
         return response
-
-    def signed_in(self, headers: Headers) -> bool:
-        value = ""
-        for part in headers.get("cookie", "").split(";"):
-            name, _, got = part.strip().partition("=")
-            if name == COOKIE:
-                value = got
-        return hmac.compare_digest(value.encode(), self.console.token.encode())
 
 
 # ---------------------------------------------------------------- approvals
@@ -168,9 +166,10 @@ def make_app(console: Console) -> Starlette:
             raise NotFound("this server shows no approvals")
         return console.queue
 
-    def page(_: Request) -> Response:
+    def page(request: Request) -> Response:
+        session: Session = request.scope["harness.session"]           # the guard let only a signed-in one in
         html = (STATIC / "index.html").read_text(encoding="utf-8")
-        html = html.replace("{{CSRF}}", console.csrf).replace("{{LANDING}}", console.landing)
+        html = html.replace("{{CSRF}}", session.csrf).replace("{{LANDING}}", console.landing)
         return Response(html, media_type="text/html; charset=utf-8")
 
     assets = {p.relative_to(STATIC).as_posix(): p for p in STATIC.rglob("*")
@@ -237,9 +236,9 @@ def make_app(console: Console) -> Starlette:
         Route("/api/runs", api(lambda r: {"runs": runs.list_runs(console.roots),
                                           "roots": [safe_text(str(p)) for p in console.roots.paths]})),
         Route("/api/run", api(lambda r: runs.run_view(console.roots, param(r, "ref")))),
-        Route("/api/steps", api(lambda r: runs.steps_view(console.roots, console.trajectories, param(r, "ref"),
+        Route("/api/steps", api(lambda r: steps.steps_view(console.roots, console.trajectories, param(r, "ref"),
                                                           number(r, "start", 0), number(r, "limit", runs.STEP_PAGE)))),
-        Route("/api/block", api(lambda r: runs.block_view(console.roots, console.trajectories, param(r, "ref"),
+        Route("/api/block", api(lambda r: steps.block_view(console.roots, console.trajectories, param(r, "ref"),
                                                           number(r, "line", 0), number(r, "block", 0)))),
         Route("/api/eval", api(lambda r: runs.eval_view(console.roots, param(r, "ref")))),
         Route("/api/compare", api(lambda r: runs.compare_view(console.roots, param(r, "a"), param(r, "b")))),

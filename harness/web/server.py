@@ -7,6 +7,7 @@ from a background thread (tests, benchmarks, a host program) and `close()` stops
 
 from __future__ import annotations
 
+import math
 import secrets
 import socket
 import threading
@@ -20,6 +21,7 @@ from harness.core.listen import listening_socket
 from harness.errors import ConfigError
 from harness.web.app import VIEWS, Console, make_app
 from harness.web.runs import Roots
+from harness.web.sessions import DEFAULT_HOURS, Sessions
 
 
 class WebServer:
@@ -79,9 +81,13 @@ def default_roots(state_dir: Path) -> list[Path]:
 
 def make_web_server(queue: ApprovalQueue | None, roots: list[Path], *, host: str = "127.0.0.1", port: int = 8765,
                     token: str | None = None, extra_hosts: list[str] | None = None,
-                    landing: str = "runs", state_dir: Path | None = None) -> WebServer:
+                    landing: str = "runs", state_dir: Path | None = None,
+                    session_seconds: float = DEFAULT_HOURS * 3600) -> WebServer:
     """The console bound to `host:port` (0 picks a free port), not yet serving; with `state_dir`, it also
-    shows the output folders recorded there."""
+    shows the output folders recorded there. A sign-in lasts `session_seconds`."""
+    if not (session_seconds > 0 and math.isfinite(session_seconds)):
+        raise ConfigError(f"a session must last more than 0 seconds, got {session_seconds!r}; e.g. "
+                          "--session-hours 12")
     if landing not in VIEWS:
         raise ConfigError(f"unknown landing view {landing!r}; expected one of {', '.join(VIEWS)}")
     sock = listening_socket(host, port, example_port=8766)
@@ -90,5 +96,5 @@ def make_web_server(queue: ApprovalQueue | None, roots: list[Path], *, host: str
     names = {host, "127.0.0.1", "localhost"} | {h.split(":")[0] for h in extra_hosts or []}
     allowed = {f"{n}:{bound}" for n in names} | set(extra_hosts or [])
     console = Console(queue, Roots([Path(r) for r in roots], state_dir), token or secrets.token_urlsafe(24), allowed,
-                      landing=landing)
+                      landing=landing, sessions=Sessions(session_seconds, f"harness_{bound}_{secrets.token_hex(4)}"))
     return WebServer(console, sock)

@@ -79,6 +79,11 @@ def test_denying_on_the_page_sends_nothing_and_the_reason_reaches_the_model(
         assert server.count() == 0
 
 
+def _session_cookie(browser: webdriver.Chrome) -> str:
+    """The Cookie header of the browser's session (the token itself is no cookie)."""
+    return "; ".join(f"{c['name']}={c['value']}" for c in browser.get_cookies())
+
+
 def _post(base: str, headers: dict[str, str], body: dict[str, object]) -> tuple[int, str]:
     req = urllib.request.Request(base + "/api/decide", data=json.dumps(body).encode(), method="POST",
                                  headers={"Content-Type": "application/json", **headers})
@@ -99,7 +104,7 @@ def test_the_page_refuses_missing_token_foreign_host_and_cross_site_posts(
     with CountingServer() as server:
         proc = start_call(tmp_path, server.url(), "web-3")
         _card(browser, 1)
-        cookie, host = {"Cookie": f"harness_approvals={token}"}, base.split("//")[1]
+        cookie, host = {"Cookie": _session_cookie(browser)}, base.split("//")[1]
         with urllib.request.urlopen(urllib.request.Request(base + "/api/state", headers=cookie)) as resp:
             request_hash = json.loads(resp.read())["pending"][0]["hash"]
         body = {"id": 1, "decision": "approve", "reason": "", "hash": request_hash}
@@ -134,7 +139,7 @@ def test_a_hostile_key_and_body_show_as_text_and_a_stale_hash_is_refused(
             assert card.find_elements(By.TAG_NAME, tag) == [], tag
         assert browser.execute_script("return window.pwned === undefined") is True
         csrf = browser.find_element(By.CSS_SELECTOR, 'meta[name="csrf-token"]').get_attribute("content")
-        headers = {"Cookie": f"harness_approvals={token}", "Origin": base, "X-CSRF-Token": str(csrf)}
+        headers = {"Cookie": _session_cookie(browser), "Origin": base, "X-CSRF-Token": str(csrf)}
         status, text = _post(base, headers, {"id": 1, "decision": "approve", "reason": "", "hash": "0" * 64})
         assert status == 409 and json.loads(text)["error"].startswith("request #1 is not the one you saw: its hash is ")
         assert server.count() == 0

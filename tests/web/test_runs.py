@@ -15,9 +15,12 @@ from harness.evaluation.report import InstanceRecord, instance_dir, write_done, 
 from harness.messages import Message, TextBlock
 from harness.outputs import record_output, recorded_outputs
 from harness.trajectory import TrajectoryWriter
-from harness.web.runs import FOLD_LINES, NotFound, Roots, Trajectories, compare_view, fold, list_runs, steps_view
+from harness.web.records import NotFound
+from harness.web.runs import FOLD_LINES, Roots, compare_view, fold, list_runs
 from harness.web.server import make_web_server
+from harness.web.steps import Trajectories, steps_view
 from tests.web.hostile_run import MARKUP, write_hostile_run
+from tests.web.signin import sign_in_cookie
 
 
 def test_a_growing_trajectory_is_indexed_incrementally_and_a_torn_line_waits(tmp_path: Path) -> None:
@@ -33,10 +36,10 @@ def test_a_growing_trajectory_is_indexed_incrementally_and_a_torn_line_waits(tmp
     with path.open("a") as f:
         f.write('o"}]}\n')
     assert index.count(path) == 2
-    assert [json.loads(raw)["content"][0]["text"] for _, raw in index.lines(path, 0, 10)] == ["one", "two"]
+    assert [json.loads(line.data)["content"][0]["text"] for line in index.lines(path, 0, 10)] == ["one", "two"]
     path.rename(tmp_path / "run" / "kept.jsonl")                                  # a resume moves it aside
     TrajectoryWriter(path).write(Message("user", (TextBlock("fresh"),)))
-    assert [json.loads(raw)["content"][0]["text"] for _, raw in index.lines(path, 0, 10)] == ["fresh"]
+    assert [json.loads(line.data)["content"][0]["text"] for line in index.lines(path, 0, 10)] == ["fresh"]
 
 
 def test_long_texts_are_folded_with_what_was_left_out_counted() -> None:
@@ -111,11 +114,6 @@ def _get(url: str, headers: dict[str, str] | None = None, data: bytes | None = N
         return exc.code, dict(exc.headers), exc.read().decode()
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: object, **kwargs: object) -> None:
-        return None
-
-
 def test_the_guard_refuses_before_any_route_and_every_answer_is_locked_down(tmp_path: Path) -> None:
     write_hostile_run(tmp_path / "runs" / "r", steps=2)
     with make_web_server(None, [tmp_path / "runs"], port=0, token="t0ken") as server:
@@ -124,15 +122,9 @@ def test_the_guard_refuses_before_any_route_and_every_answer_is_locked_down(tmp_
         assert status == 401 and "not signed in" in body
         assert "script-src 'self'" in headers["content-security-policy"] and headers["x-frame-options"] == "DENY"
         assert _get(base + "/?token=wrong")[0] == 403
-        opener = urllib.request.build_opener(_NoRedirect)
-        try:
-            opener.open(base + "/?token=t0ken", timeout=10)
-            raise AssertionError("no redirect")
-        except urllib.error.HTTPError as exc:
-            assert exc.code == 303
-            cookie = exc.headers["set-cookie"]
+        cookie, session = sign_in_cookie(server.url)
         assert "HttpOnly" in cookie and "SameSite=strict" in cookie.replace("Strict", "strict")
-        signed = {"Cookie": "harness_approvals=t0ken"}
+        signed = {"Cookie": session}
         status, headers, body = _get(base + "/api/runs", signed)
         assert status == 200 and json.loads(body)["runs"][0]["ref"] == "0/r"
         assert headers["cache-control"] == "no-store" and "server" not in {k.lower() for k in headers}
