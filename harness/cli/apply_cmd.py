@@ -83,7 +83,7 @@ def _apply(args: argparse.Namespace) -> int:
 
 def _target_line(run: RunRecord) -> str:
     """Which folder is patched and why that one: base.json's, or the --repo given instead."""
-    if run.recorded is None or run.recorded == run.repo:
+    if not run.explicit:
         return f"harness apply: folder to patch: {run.repo} (recorded in {run.run_dir / 'base.json'})"
     return f"harness apply: folder to patch: {run.repo} (given with --repo; the run recorded {run.recorded})"
 

@@ -98,6 +98,8 @@ class RunRecord:
     patch: str
     recorded: Path | None = None
     """The folder base.json names (`repo` is it unless `--repo` said otherwise)."""
+    explicit: bool = False
+    """Whether `repo` was named by the caller (`--repo`) rather than taken from base.json."""
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,7 @@ def load_run(run_dir: Path, repo: Path | None = None) -> RunRecord:
     if repo is None:
         _check_recorded(target, mode, head, run_dir)
     _cross_check(patch, files, run_dir)
-    return RunRecord(run_dir, target.absolute(), mode, head, files, patch, Path(recorded))
+    return RunRecord(run_dir, target.absolute(), mode, head, files, patch, Path(recorded), repo is not None)
 
 
 def _check_recorded(target: Path, mode: Mode, head: str | None, run_dir: Path) -> None:
