@@ -339,3 +339,33 @@ def test_a_recorded_output_folder_whose_parent_became_a_link_is_not_listed(
     shutil.rmtree(tmp_path / "runs")
     (tmp_path / "runs").symlink_to(outside)                          # runs/a now leads to outside/a
     assert recorded_outputs(state) == [(tmp_path / "keep" / "b").resolve()]
+
+
+# --- end to end: the issue's reproduction, in a real sandbox ----------------------------------------
+
+@pytest.mark.docker
+def test_run_repo_does_not_copy_the_harness_environment_through_a_linked_folder(
+        sandbox_image: str, linked_checkout: tuple[Path, str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`lnk/environ` tracked, then `lnk -> /proc/self`: the agent's `cat lnk/environ` finds nothing, while
+    the real folder's file is there; the operator is told why lnk/environ was left out."""
+    repo, name = linked_checkout
+    canary = "HARNESS-TEST-CANARY-9d41b7"
+    monkeypatch.setenv("HARNESS_TEST_CANARY", canary)       # in the harness's own /proc/self/environ
+    monkeypatch.setenv("HARNESS_STATE_DIR", str(tmp_path / "state"))
+    for key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "HARNESS_MODEL"):
+        monkeypatch.delenv(key, raising=False)
+    look = {"type": "tool_use", "name": "bash",
+            "input": {"command": f"cat lnk/{name}; echo; cat real/{name}; ls -la lnk 2>&1"}}
+    script = tmp_path / "look.json"
+    script.write_text(json.dumps({"turns": [[{"type": "text", "text": "Looking."}, look],
+                                            [{"type": "text", "text": "Done."}]]}))
+    out = tmp_path / "run"
+    code = main(["run", "--repo", str(repo), "--problem", "look around", "--model", f"scripted:{script}",
+                 "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err[-3000:]
+    trajectory = (out / "trajectory.jsonl").read_text()
+    assert "tracked real" in trajectory                                          # positive control
+    assert canary not in trajectory and SECRET not in trajectory and "No such file or directory" in trajectory
+    assert f"left out: lnk/{name}: a folder on its path (lnk) is a symbolic link (never followed)" in captured.err
