@@ -8,6 +8,7 @@ the harness writes or removes on the host goes through the functions here, which
     identifier(value, where)      a task or instance id: letters, digits, `_`, `.`, `-`; no `/`, no leading `.`/`-`
     requirement(value, where)     one pip requirement: name, extras, exact pin, marker; no options, paths or URLs
     child(root, rel)              `root/rel` for a relative path that stays inside `root` and crosses no link
+                                  (through `lstat_beneath`, below)
     open_file(path, append=)      a descriptor for writing `path`: no symbolic link followed, no hard link shared
     write_file(path, data)        create or replace a file through open_file (0600 by default)
     private_dir(path)             a folder only its owner can read (0700), refused if it is a link
@@ -73,20 +74,20 @@ def identifier(value: object, where: str, field: str = "instance_id") -> str:
 
 def child(root: Path, rel: str) -> Path:
     """`root / rel`, refused if `rel` is absolute, climbs with `..`, or crosses a symlink on the way
-    (every existing component below `root` is checked with lstat; `root` itself is trusted)."""
+    (every existing component below `root` is resolved by `lstat_beneath`; `root` itself is trusted).
+    A path to hand to code that takes paths; to read or write, use `open_beneath` (it holds what it
+    checked)."""
     parts = [p for p in rel.split("/") if p not in ("", ".")]
     if rel.startswith("/") or ".." in parts or not parts:
         raise UnsafePathError(f"path {rel!r} is not a relative path inside {root}; expected e.g. \"tests/test_x.py\"")
-    here = Path(root)
-    for part in parts:
-        here = here / part
-        try:
-            mode = os.lstat(here).st_mode
-        except FileNotFoundError:
-            continue
-        if stat.S_ISLNK(mode):
-            raise UnsafePathError(f"refusing {rel!r} under {root}: {here} is a symbolic link")
-    return here
+    joined = "/".join(parts)
+    try:
+        info = lstat_beneath(root, joined)
+    except (FileNotFoundError, NotADirectoryError):
+        info = None                              # not there (yet): nothing on the way is a link
+    if info is not None and stat.S_ISLNK(info.st_mode):
+        raise LinkInPath(root, rel, joined, f"it ({joined}) is a symbolic link (links are never followed)")
+    return Path(root).joinpath(*parts)
 
 
 def open_file(path: Path, *, append: bool = False, mode: int = 0o600) -> int:

@@ -30,6 +30,8 @@ from harness.core.task import check_task, find_task_dirs, load_task
 from harness.errors import TaskError
 from harness.inplace import repo_task, selection_lines, write_task_dir
 from harness.outputs import record_output, recorded_outputs
+from harness.web.records import NotFound, read_capped
+from harness.web.runs import Roots
 
 SECRET = "CANARY-outside-the-project-1f3e"
 
@@ -339,6 +341,20 @@ def test_a_recorded_output_folder_whose_parent_became_a_link_is_not_listed(
     shutil.rmtree(tmp_path / "runs")
     (tmp_path / "runs").symlink_to(outside)                          # runs/a now leads to outside/a
     assert recorded_outputs(state) == [(tmp_path / "keep" / "b").resolve()]
+
+
+def test_the_web_console_reader_refuses_a_run_file_that_is_a_link_and_a_folder_reached_through_one(
+        method: str, tmp_path: Path, outside: Path) -> None:
+    runs = tmp_path / "runs"
+    (runs / "r").mkdir(parents=True)
+    (runs / "r" / "result.json").write_text('{"ok": true}')
+    (runs / "r" / "environ").symlink_to("/proc/self/environ")
+    (runs / "lnk").symlink_to(outside)
+    assert read_capped(runs / "r" / "result.json") == (b'{"ok": true}', 12)    # positive control
+    with pytest.raises(NotFound, match=r"environ cannot be read: it is a symbolic link \(links are not followed\)"):
+        read_capped(runs / "r" / "environ")
+    with pytest.raises(NotFound, match=r"\(lnk\) is a symbolic link"):
+        Roots([runs]).resolve("0/lnk/c")
 
 
 # --- end to end: the reproduction, in a real sandbox ----------------------------------------

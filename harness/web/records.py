@@ -30,7 +30,8 @@ from itertools import accumulate, count
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from harness.errors import HarnessError
+from harness import checks
+from harness.errors import HarnessError, UnsafePathError
 
 TEXT_CAP = 4_000_000          # bytes of a patch, test output or log read for a view
 RECORD_CAP = 16_000_000       # bytes of a JSON record (result.json, report.json, run.json, done)
@@ -59,11 +60,12 @@ def open_regular(path: Path) -> BinaryIO | None:
     """`path` open for reading; None when it is missing. A link is never followed and anything but a
     regular file (a fifo, a device) is refused, without blocking on it. The console's one open call."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        fd = checks.open_beneath(path.parent, path.name, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        raise NotFound(f"{path.name} cannot be read: {exc.strerror} (links are not followed)") from exc
+    except (OSError, UnsafePathError) as exc:
+        said = exc.strerror if isinstance(exc, OSError) else "it is a symbolic link"
+        raise NotFound(f"{path.name} cannot be read: {said} (links are not followed)") from exc
     f = os.fdopen(fd, "rb")
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         f.close()
