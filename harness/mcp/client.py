@@ -48,6 +48,7 @@ from harness.mcp.specs import EXAMPLE, ServerSpec, server_spec, tool_name
 from harness.tools.base import ToolContext
 from harness.tools.outbound.action import OutboundAction, Prepared
 from harness.tools.outbound.preview import field_lines, safe_ident
+from harness.tools.schema import regular_expressions, schema_problems
 from sandbox.text import safe_text
 
 MAX_RESULT_CHARS = 100_000
@@ -145,18 +146,9 @@ class McpServers:
         schema.setdefault("type", "object")
         schema.setdefault("properties", {})
         schema.setdefault("required", [])
-        why = None
-        if schema.get("type") != "object":
-            why = "its input schema is not an object"
-        elif "key" in schema["properties"]:
-            why = "it takes an argument named `key`, which the approval gate reserves for idempotency keys"
-        else:
-            try:
-                Draft202012Validator.check_schema(schema)
-            except SchemaError as exc:
-                why = f"its input schema is not valid JSON Schema ({exc.message})"
+        why = _schema_refused(schema) or _output_schema_refused(tool.output_schema)
         if why:
-            self.say(f"MCP server {spec.name}: tool {safe_ident(tool.name)} left out: {why}")
+            self.say(f"MCP server {spec.name}: tool {safe_ident(tool.name)} left out: {safe_text(why)}")
             return None
         description = (tool.description or tool.title or tool.name)[:MAX_DESCRIPTION_CHARS]
         server, remote = spec.name, tool.name
@@ -184,6 +176,42 @@ class McpServers:
         except Exception as exc:  # noqa: BLE001 - a server that will not stop is killed with the portal
             self.say(f"closing MCP servers: {type(exc).__name__}: {exc}")
         self.connections.clear()
+
+
+def _schema_refused(schema: dict[str, Any]) -> str | None:
+    """Why a server tool's input schema cannot be offered to the model, or None. Checked once, here, so
+    that validating the model's arguments later is bounded in time (`harness.tools.schema`)."""
+    bounded = schema_problems(schema)
+    if bounded:
+        return "its input schema cannot be validated in bounded time: " + "; ".join(bounded)
+    if schema.get("type") != "object":
+        return "its input schema is not an object"
+    if not isinstance(schema.get("properties"), dict):
+        return "its input schema's properties are not an object"
+    if "key" in schema["properties"]:
+        return "it takes an argument named `key`, which the approval gate reserves for idempotency keys"
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        return f"its input schema is not valid JSON Schema ({exc.message})"
+    return None
+
+
+def _output_schema_refused(schema: dict[str, Any] | None) -> str | None:
+    """Why a tool's output schema is refused, or None. The SDK's client checks every result against it
+    with jsonschema, whose `pattern` runs on Python's backtracking `re` (unbounded in time, and not
+    ours to change), so an output schema may hold no regular expression at all."""
+    if schema is None:
+        return None
+    bounded = schema_problems(schema)
+    if bounded:
+        return "its output schema cannot be validated in bounded time: " + "; ".join(bounded)
+    patterns = sorted(regular_expressions(schema))
+    if patterns:
+        return (f"its output schema holds regular expressions ({', '.join(json.dumps(p) for p in patterns[:3])}), "
+                "which the MCP client would check results against with Python's backtracking `re`, unbounded "
+                "in time")
+    return None
 
 
 def _leaf(exc: BaseException) -> str:

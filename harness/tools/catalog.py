@@ -1,5 +1,8 @@
 """The tool catalog: registration (schemas checked once), validation of every call, execution.
 
+Validation is bounded in time (`harness.tools.schema`: regular expressions on RE2, schemas bounded in
+size and depth); a schema that cannot be validated so is refused when the tool is registered.
+
 `Catalog.execute` never raises `ToolError`: a bad call (unknown tool, arguments that do not match
 the schema) and a tool's own refusal become a `ToolResult` with `is_error=True` whose text names
 what was wrong, the value, what was expected and a correct example, and whose `error_kind`
@@ -27,6 +30,7 @@ from harness.tools.editing.view import view_tool
 from harness.tools.editing.write import write_tool
 from harness.tools.retrieval.find_code import find_code_tool
 from harness.tools.retrieval.search import search_tool
+from harness.tools.schema import schema_problems, validator
 from harness.tools.shell.bash import bash_tool
 
 EMPTY_OUTPUT = "(the tool succeeded and printed nothing)"
@@ -47,7 +51,7 @@ class Catalog:
         if problems:
             raise HarnessError(f"tool {tool.name!r} cannot be registered: " + "; ".join(problems))
         self.tools[tool.name] = tool
-        self._validators[tool.name] = Draft202012Validator(tool.parameters)
+        self._validators[tool.name] = validator(tool.parameters)
 
     def specs(self) -> list[dict[str, Any]]:
         return [tool.spec() for tool in self.tools.values()]
@@ -85,12 +89,14 @@ class Catalog:
 
 
 def definition_problems(tool: Tool) -> list[str]:
-    problems: list[str] = []
     schema = tool.parameters
+    problems = [f"its parameters cannot be validated in bounded time: {p}" for p in schema_problems(schema)]
+    if problems:       # too large or deep to check further, or patterns no bounded engine runs
+        return problems
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
-        problems.append(f"its parameters are not a valid JSON Schema ({exc.message})")
+        return [f"its parameters are not a valid JSON Schema ({exc.message})"]
     if schema.get("type") != "object":
         problems.append('parameters must have "type": "object"')
     if schema.get("additionalProperties") is not False:
@@ -99,7 +105,7 @@ def definition_problems(tool: Tool) -> list[str]:
         problems.append('parameters must list "required" (an empty list if every argument is optional)')
     if not tool.description.strip():
         problems.append("the description is empty")
-    if tool.example is not None and list(Draft202012Validator(schema).iter_errors(tool.example)):
+    if tool.example is not None and list(validator(schema).iter_errors(tool.example)):
         problems.append(f"its example {tool.example!r} does not match its own schema")
     return problems
 

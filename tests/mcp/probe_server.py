@@ -1,6 +1,7 @@
 """An MCP server written with the official SDK for the client-side tests: one tool per behaviour a
 real server can have (text and structured content, an error result, a hang, a crash, hostile text,
-a `key` argument the approval gate reserves). Run: python probe_server.py"""
+a `key` argument the approval gate reserves, schemas whose patterns are catastrophic for a backtracking
+engine). Run: python probe_server.py"""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import mcp_types as types
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
 
+REDOS = "^(a+)+$"
+LOOKAHEAD = "^(?=a)a+$"
 OBJECT: dict[str, Any] = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 TOOLS = [
     types.Tool(name="echo", description="Echo the text back, with its length as structured content.",
@@ -28,6 +31,16 @@ TOOLS = [
                input_schema={"type": "object", "properties": {}}),
     types.Tool(name="keyed", description="Takes an argument named key.",
                input_schema={"type": "object", "properties": {"key": {"type": "string"}}}),
+    # hostile schemas: a pattern Python's `re` takes hours on for "a" * 35 + "b", one no linear-time engine
+    # runs (lookahead), and a catastrophic pattern in the output schema the SDK's client checks results with
+    types.Tool(name="redos", description="Echoes a text that must match a catastrophic pattern.",
+               input_schema={"type": "object", "properties": {"text": {"type": "string", "pattern": REDOS}},
+                             "required": ["text"]}),
+    types.Tool(name="lookahead", description="Its pattern needs lookahead.",
+               input_schema={"type": "object", "properties": {"text": {"type": "string", "pattern": LOOKAHEAD}}}),
+    types.Tool(name="redos_out", description="Its output schema holds a catastrophic pattern.",
+               input_schema={"type": "object", "properties": {}},
+               output_schema={"type": "object", "properties": {"id": {"type": "string", "pattern": REDOS}}}),
 ]
 
 
@@ -49,6 +62,8 @@ async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.Cal
         await anyio.sleep(3600)
     if params.name == "crash":
         os._exit(3)
+    if params.name == "redos":
+        return types.CallToolResult(content=[types.TextContent(type="text", text=f"matched: {args['text']}")])
     if params.name == "hostile":
         return types.CallToolResult(content=[types.TextContent(
             type="text", text="\x1b]0;owned\x07\x1b[2Jclear \u202eevil\u202c [bold]markup[/bold]")])
