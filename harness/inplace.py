@@ -112,7 +112,7 @@ def selection_lines(project: ProjectFiles) -> list[str]:
     """What went into the sandbox and what was left out, as lines for the operator (escape them to print)."""
     kind = "the files git tracks or would track" if project.mode == "git" else "a folder"
     lines = [f"{project.root}: {len(project.files)} file(s), {project.total_bytes} bytes go in ({kind})"]
-    secrets = project.secrets()
+    secrets = project.secrets_told()
     if secrets:
         lines.append(f"left out as secrets ({len(secrets)}): {', '.join(secrets[:20])}"
                      f"{' ...' if len(secrets) > 20 else ''}; put one back with --include PATH")

@@ -115,7 +115,7 @@ def _new(args: argparse.Namespace) -> int:
                      python=args.python, include=tuple(args.include), requirements=args.requirements)
     progress = stderr_progress("tasks new")
     try:
-        secrets = repo.project.secrets()
+        secrets = repo.project.secrets_told()
         if secrets:
             progress(f"left out as secrets: {', '.join(secrets[:20])}; put one back with --include PATH")
         pins = pinned_requirements(repo.task, progress)

@@ -6,8 +6,11 @@ Only the project's files go in, as the operator sees them:
   changes included, deleted files left out), from `git ls-files`;
 - outside git, every file except the usual caches, environments and build outputs (`SKIP_DIRS`, and
   any folder holding a `pyvenv.cfg`, whatever its name);
-- in both, files that look like secrets (`.env`, keys, credentials files; `looks_secret`) are left out
-  unless an `include` pattern names them, and symbolic links that lead out of the project are left out;
+- in both, secrets are left out unless an `include` pattern names them: files that hold secrets by what
+  they are (`.env`, keys, kubeconfig, `.pgpass`, Terraform state...; `harness.core.secret_names`) and
+  files of any name whose content holds one (a private key, a cloud or GitHub token, a Slack webhook...;
+  `harness.core.secret_scan`), each with its rule (and line); symbolic links that lead out of the
+  project are left out;
 - caps on file count and total size, refused with the biggest offenders named.
 
 `select_files` only reads; `stage` copies a selection into a fresh folder that the sandbox is then
@@ -28,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from harness import checks
+from harness.core import secret_scan
+from harness.core.secret_names import name_rule
 from harness.core.sources import GIT_ON_HOST, MAX_SOURCE_BYTES, MAX_SOURCE_FILES
 from harness.errors import TaskError
 
@@ -40,25 +45,24 @@ SKIP_DIRS = frozenset({
 SKIP_FILES = ("*.pyc", "*.pyo", ".coverage", ".coverage.*", ".DS_Store")
 """Files left out of a project outside git."""
 
-SECRET_FILES = (
-    ".env", ".env.*", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore", "*.kdbx", "id_rsa", "id_dsa",
-    "id_ecdsa", "id_ed25519", ".netrc", ".pypirc", ".npmrc", ".git-credentials", ".htpasswd", "credentials",
-    "credentials.*", "*.credentials", "secrets.json", "secrets.yaml", "secrets.yml", "secrets.toml",
-    "secrets.env", "service-account*.json",
-)
-"""File names (matched case-insensitively) that look like secrets: left out unless included by name."""
-SECRET_TEMPLATES = (".env.example", ".env.sample", ".env.template", ".env.dist")
-"""Committed templates of secret files, which hold no secret: these go in."""
-SECRET_DIRS = frozenset({".ssh", ".aws", ".gnupg", ".azure", ".kube", ".docker"})
-"""Folders whose every file is left out as a secret."""
+SECRET = "looks like a secret"
+"""`LeftOut.why` of every secret left out (its `rule` and `line` say which and where)."""
 
 
 @dataclass(frozen=True)
 class LeftOut:
-    """A file of the project that did not go in, and why ("looks like a secret", ...)."""
+    """A file of the project that did not go in, and why ("looks like a secret", ...); for a secret, the
+    `rule` that found it (`name:...` for its name, a scanner rule id for its content) and the `line`
+    of a content match (0 for a name). Never the secret itself."""
 
     path: str
     why: str
+    rule: str = ""
+    line: int = 0
+
+    def told(self) -> str:
+        """How the operator is told of a secret: `notes.txt (line 3: betterleaks.private-key)`."""
+        return f"{self.path} ({f'line {self.line}: ' if self.line else ''}{self.rule})" if self.rule else self.path
 
 
 @dataclass
@@ -73,20 +77,20 @@ class ProjectFiles:
     skipped_dirs: list[str] = field(default_factory=list)
     total_bytes: int = 0
     sizes: dict[str, int] = field(default_factory=dict, repr=False)
+    stat_keys: dict[str, str] = field(default_factory=dict, repr=False)
 
     def secrets(self) -> list[str]:
-        return [item.path for item in self.left_out if item.why == "looks like a secret"]
+        return [item.path for item in self.left_out if item.why == SECRET]
+
+    def secrets_told(self) -> list[str]:
+        """Each secret left out with its rule and line (`LeftOut.told`), for the operator."""
+        return [item.told() for item in self.left_out if item.why == SECRET]
 
 
 def looks_secret(path: str) -> bool:
-    """Whether the relative path `path` names a file that looks like a secret."""
-    parts = PurePosixPath(path).parts
-    name = parts[-1].lower()
-    if any(part.lower() in SECRET_DIRS for part in parts[:-1]):
-        return True
-    if name in SECRET_TEMPLATES:
-        return False
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in SECRET_FILES)
+    """Whether the relative path `path` names a file that holds secrets by what it is (its name or a
+    folder on its path; `harness.core.secret_names`). Its content is judged by `select_files`."""
+    return name_rule(path) is not None
 
 
 def included(path: str, include: tuple[str, ...]) -> bool:
@@ -114,6 +118,7 @@ def select_files(root: Path, include: tuple[str, ...] = (), *, max_files: int = 
     candidates = listed if listed is not None else _folder_files(root, project)
     for rel in candidates:
         _consider(project, rel, include)
+    _leave_out_secret_contents(project, include)
     project.files.sort()
     _check_caps(project, max_files, max_bytes)
     return project
@@ -165,8 +170,9 @@ def _consider(project: ProjectFiles, rel: str, include: tuple[str, ...]) -> None
     if stat.S_ISDIR(mode):
         project.left_out.append(LeftOut(rel, "a git submodule (its files are not copied)"))
         return
-    if looks_secret(rel) and not included(rel, include):
-        project.left_out.append(LeftOut(rel, "looks like a secret"))
+    rule = name_rule(rel)
+    if rule is not None and not included(rel, include):
+        project.left_out.append(LeftOut(rel, SECRET, rule))
         return
     if stat.S_ISLNK(mode):
         if not _link_stays_inside(project.root, rel):
@@ -178,7 +184,29 @@ def _consider(project: ProjectFiles, rel: str, include: tuple[str, ...]) -> None
     else:
         project.total_bytes += info.st_size
         project.sizes[rel] = info.st_size
+        project.stat_keys[rel] = secret_scan.stat_key(info)
+        secret_scan.expect(project.stat_keys[rel])   # the scanner's rules start loading at the first new file
     project.files.append(PurePosixPath(*Path(rel).parts).as_posix())
+
+
+def _leave_out_secret_contents(project: ProjectFiles, include: tuple[str, ...]) -> None:
+    """Scan the content of every selected regular file that no `include` pattern names; a file holding
+    a secret, or that could not be scanned, leaves the selection with its rule and line (or why)."""
+    scanned = [rel for rel in project.files if rel in project.stat_keys and not included(rel, include)]
+    hits, unscannable = secret_scan.scan_files(project.root, [(rel, project.stat_keys[rel]) for rel in scanned])
+    if not hits and not unscannable:
+        return
+    for rel in scanned:
+        hit = hits.get(rel)
+        if hit is not None:
+            project.left_out.append(LeftOut(rel, SECRET, hit.rule, hit.line))
+        elif rel in unscannable:
+            project.left_out.append(LeftOut(rel, unscannable[rel]))
+        else:
+            continue
+        project.files.remove(rel)
+        project.total_bytes -= project.sizes.pop(rel, 0)
+        project.stat_keys.pop(rel, None)
 
 
 def _link_reason(exc: checks.LinkInPath) -> str:

@@ -1,0 +1,243 @@
+"""Secrets inside the files that go into the sandbox, whatever the files are called.
+
+Each selected regular file is read (through `checks.read_beneath`: no link followed) and scanned with
+the built-in rules of Kingfisher (`kingfisher-secret-scanner`, MongoDB's scanner, Apache-2.0: about
+490 rules, the Betterleaks/Gitleaks catalogue plus its own, matched by Vectorscan and Rust's regex
+engine in linear time, with each rule's own entropy and context filters). Only rules of medium
+confidence and above are used: on a Django checkout (6,000 files) they flag one line, a test's
+`http://user:pass@testserver/` URL, where the generic high-entropy and keyword plugins of other
+scanners flag hundreds of ordinary lines. What a rule depends on is kept: an AWS access key id alone
+is an identifier and is not reported, an id with its secret key is.
+
+Bounds: a file whose first `BINARY_PROBE` bytes hold a NUL (and no UTF-16/32 byte-order mark) is
+binary and not scanned (keystores and other binary secrets are left out by name,
+`harness.core.secret_names`); a file is scanned `WINDOW` bytes at a time with an overlap, so memory
+stays bounded whatever its size; each scan call has a timeout, and a file whose scan does not finish
+or that cannot be read is reported as unscannable (the caller leaves it out: fail closed).
+
+What is reported is the rule's id and the line of the first match, never the matched value: the
+scanner runs with redaction on, and only `rule_id` and `location` are read from a finding.
+
+Cost: a verdict is kept per file by what `lstat` says of it (device, inode, size, modification and
+change times, the key git's index uses to know a file is unchanged), in memory and in the harness's
+cache folder (`secret-scan/verdicts.json`, rule ids and line numbers only), so a tree selected again
+(the next `harness run --repo`, `harness mcp` before each session) reads and scans only the files that
+changed (a file changed in the last 3 s keeps no verdict: file times have a coarse clock, and a second
+change within the same tick would look unchanged; git's index has the same rule). The rules load
+(about 0.5 s from their compiled cache, a few seconds the first time) in a background thread, started
+at the first file that has no verdict, while the rest of the tree is listed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import kingfisher_sdk
+from kingfisher_sdk import Rules, Scanner
+
+from harness import checks
+from harness.core.sources import cache_dir
+from harness.errors import TaskError, UnsafePathError
+
+BINARY_PROBE = 8192
+"""How many leading bytes are looked at for a NUL (the cheap binary check)."""
+WINDOW = 8 * 1024 * 1024
+"""A file is scanned this many bytes at a time."""
+OVERLAP = 64 * 1024
+"""Bytes of the previous window scanned again with the next, so a secret across the cut is found."""
+SCAN_TIMEOUT = 30.0
+"""Seconds one window's scan may take before the file is reported as unscannable."""
+CONFIDENCE: Final = "medium"
+"""The lowest rule confidence used (Kingfisher's default): "low" adds generic rules that flag code."""
+RULES_VERSION = f"kingfisher {kingfisher_sdk.__version__} {CONFIDENCE} window {WINDOW}"
+"""What a stored verdict was made with; verdicts made otherwise are not reused."""
+RACY_NS = 3_000_000_000
+"""A file changed less than this many nanoseconds before its scan keeps no verdict (see `_racy`)."""
+_BOMS = (b"\xff\xfe", b"\xfe\xff", b"\xef\xbb\xbf")
+_CACHE_LIMIT = 200_000
+
+StatKey = str
+"""A file's identity and version as `lstat` gives it: "device:inode:size:mtime_ns:ctime_ns"."""
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A secret found in a file: the id of the rule that matched and the 1-based line it starts on."""
+
+    rule: str
+    line: int
+
+
+class _State:
+    """The process's one scanner (built once, in a background thread) and the verdicts it has made."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+        self.scanner: Scanner | None = None
+        self.error: BaseException | None = None
+        self.verdicts: dict[StatKey, list[object] | None] | None = None
+        self.changed = False
+
+    def warm_up(self) -> None:
+        with self.lock:
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._build, name="secret-rules", daemon=True)
+                self.thread.start()
+
+    def _build(self) -> None:
+        try:
+            folder = checks.private_dir(cache_dir() / "secret-scan" / "rules")
+            self.scanner = Scanner(Rules(confidence=CONFIDENCE, cache_dir=folder), redact=True)
+        except Exception as exc:                     # re-raised where the scanner is needed, with context
+            self.error = exc
+
+    def scanner_now(self) -> Scanner:
+        self.warm_up()
+        assert self.thread is not None
+        self.thread.join()
+        if self.scanner is None:
+            raise TaskError(f"the secret scanner could not load its rules ({self.error!r}); files cannot be "
+                            "checked for secrets, so nothing is copied. Reinstall it: pip install "
+                            "kingfisher-secret-scanner") from self.error
+        return self.scanner
+
+    def known(self) -> dict[StatKey, list[object] | None]:
+        if self.verdicts is None:
+            self.verdicts = _load_verdicts()
+        return self.verdicts
+
+
+_STATE = _State()
+
+
+def stat_key(info: os.stat_result) -> StatKey:
+    """The key a file's verdict is kept under (see the module's docstring)."""
+    return f"{info.st_dev}:{info.st_ino}:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}"
+
+
+def expect(key: StatKey) -> None:
+    """Say that a file with this key will be scanned: the rules start loading if it has no verdict."""
+    if key not in _STATE.known():
+        _STATE.warm_up()
+
+
+def scan_files(root: Path, files: Iterable[tuple[str, StatKey]]) -> tuple[dict[str, Hit], dict[str, str]]:
+    """Scan the regular files `files` (relative path, `stat_key`) below `root`: the first secret in each
+    file that holds one, and why each file that could not be scanned was not.
+
+    Raises:
+        TaskError: the scanner's rules cannot be loaded.
+    """
+    hits: dict[str, Hit] = {}
+    unscannable: dict[str, str] = {}
+    known = _STATE.known()
+    rootfd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for rel, key in files:
+            if key in known:
+                stored = known[key]
+                if stored is not None:
+                    hits[rel] = Hit(str(stored[0]), int(str(stored[1])))
+                continue
+            try:
+                hit = _scan_file(rootfd, rel)
+            except (OSError, UnsafePathError) as exc:
+                unscannable[rel] = f"could not be read to check it for secrets ({exc.__class__.__name__})"
+                continue
+            except TimeoutError:
+                unscannable[rel] = f"its check for secrets did not finish in {SCAN_TIMEOUT:.0f} s"
+                continue
+            if not _racy(key):
+                known[key] = None if hit is None else [hit.rule, hit.line]
+                _STATE.changed = True
+            if hit is not None:
+                hits[rel] = hit
+    finally:
+        os.close(rootfd)
+    _save_verdicts()
+    return hits, unscannable
+
+
+def _racy(key: StatKey) -> bool:
+    """Whether the file was changed too recently for its key to tell a later change apart (file times
+    have a coarse clock): its verdict is not kept, and the file is scanned again next time (git's
+    "racily clean" rule)."""
+    *_, mtime_ns, ctime_ns = key.split(":")
+    return time.time_ns() - max(int(mtime_ns), int(ctime_ns)) < RACY_NS
+
+
+def _scan_file(rootfd: int, rel: str) -> Hit | None:
+    """The first secret in `rel`, read and scanned `WINDOW` bytes at a time (each overlapping the last)."""
+    fd = checks.open_beneath(rootfd, rel, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UnsafePathError(f"{rel} is not a regular file")
+        carry = b""
+        lines_before = 0                             # newlines in the file before `carry` starts
+        while True:
+            block = f.read(WINDOW)
+            if not block:
+                return None
+            if not carry and b"\0" in block[:BINARY_PROBE] and not block.startswith(_BOMS):
+                return None                          # binary: not scanned (see the module's docstring)
+            data = carry + block
+            hit = _first(_STATE.scanner_now(), data, lines_before)
+            if hit is not None or len(block) < WINDOW:
+                return hit
+            carry = data[-OVERLAP:]
+            lines_before += data.count(b"\n", 0, len(data) - len(carry))
+
+
+def _first(scanner: Scanner, data: bytes, lines_before: int) -> Hit | None:
+    found = [f for f in scanner.scan(data, timeout=SCAN_TIMEOUT) if f.visible]
+    if not found:
+        return None
+    first = min(found, key=lambda f: (f.location.get("line", 0), f.rule_id))
+    return Hit(first.rule_id, lines_before + int(first.location.get("line", 1)))
+
+
+def _verdicts_file() -> Path:
+    return cache_dir() / "secret-scan" / "verdicts.json"
+
+
+def _load_verdicts() -> dict[StatKey, list[object] | None]:
+    """The stored verdicts, or none when the file is missing, unreadable or made by other rules."""
+    try:
+        stored = json.loads(checks.read_beneath(_verdicts_file().parent, _verdicts_file().name,
+                                                limit=64 * 1024 * 1024))
+    except (OSError, UnsafePathError, ValueError):
+        return {}
+    if not isinstance(stored, dict) or stored.get("rules") != RULES_VERSION:
+        return {}
+    verdicts = stored.get("verdicts")
+    if not isinstance(verdicts, dict):
+        return {}
+    return {k: v for k, v in verdicts.items()
+            if isinstance(k, str) and (v is None or (isinstance(v, list) and len(v) == 2
+                                                     and isinstance(v[0], str) and isinstance(v[1], int)))}
+
+
+def _save_verdicts() -> None:
+    """Store the verdicts (rule ids and line numbers only) if any is new; a failure only costs a rescan."""
+    if not _STATE.changed or _STATE.verdicts is None:
+        return
+    if len(_STATE.verdicts) > _CACHE_LIMIT:
+        _STATE.verdicts.clear()
+    folder = checks.private_dir(_verdicts_file().parent)
+    temporary = folder / f".verdicts.{os.getpid()}.{threading.get_ident()}"
+    try:
+        checks.write_file(temporary, json.dumps({"rules": RULES_VERSION, "verdicts": _STATE.verdicts}))
+        os.replace(temporary, _verdicts_file())
+    except OSError:
+        temporary.unlink(missing_ok=True)
+        return
+    _STATE.changed = False
