@@ -154,7 +154,10 @@ def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, 
             baseline = start_baseline(box)
             tools, approver = outbound_tools_for_session(config, session, config.approval.mode)
             catalog = default_catalog(config, extra=tools)
-            ctx = ToolContext(sandbox=box, session=session, approver=approver, code_index=index)
+            run_dir = where.parent if where.name.startswith("attempt-") else where
+            run_dir = resume_from.parent if resume_from else run_dir
+            ctx = ToolContext(sandbox=box, session=session, approver=approver, code_index=index,
+                              key_scope=f"run:{run_dir.resolve()}")     # outbound keys: the run's, resumes too
             writer = TrajectoryWriter(where / "trajectory.jsonl")
             messages = _start_messages(task, notes, number, resume_from, catalog, ctx, writer, say)
             setup = time.monotonic() - t0

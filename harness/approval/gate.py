@@ -3,8 +3,11 @@
 `ApprovalGate.run(action, arguments, ctx)` is the whole life of one outbound call:
 
 1. the idempotency key is the model's `key` argument, else the tool_use id;
-2. a key seen before returns what it became (a stored result, a denial, "outcome unknown"), and a
-   key already pending waits on that same request; a key reused for different arguments is refused;
+2. keys are scoped: `ToolContext.key_scope` (a run and its resumes), else the session; another scope's
+   key is another action. A key seen before in this scope returns what it became (a stored result, a
+   denial, "outcome unknown"), and a key already pending waits on that same request; a key reused for
+   different arguments, or whose call would now run other content (the exact arguments the request
+   holds, e.g. apply_changes's patch), is refused, saying what differs;
 3. a new request is prepared (the exact arguments that will run, and the preview), queued, and
    decided by the policy, a human on this terminal, or a human elsewhere (CLI, web page), polled
    from the database; no decision before the timeout: expired, and the model is told (asking again
@@ -33,7 +36,8 @@ from harness.approval.records import DecisionRefused, Request, canonical_hash
 from harness.config import ApprovalMode
 from harness.errors import ApprovalDenied, ToolError
 from harness.tools.base import ToolContext
-from harness.tools.outbound.action import OutboundAction
+from harness.tools.outbound.action import OutboundAction, Prepared
+from harness.tools.outbound.preview import safe_ident
 
 ENDED_KEPT = 4096
 """How many ended sessions a gate remembers (their calls queue nothing new); a call still running
@@ -86,21 +90,28 @@ class ApprovalGate:
         if why is not None:
             raise ToolError(f"{action.name} was not asked for: {why}")
         call_args = {k: v for k, v in arguments.items() if k != "key"}
-        # A model-given key names the action across sessions (so two sessions can race on it); the
-        # default, the tool_use id, is only unique within a session (scripted ids repeat across runs).
+        # A key is the caller's: it names an action of its scope only (an MCP session; a run and its
+        # resumes), so another session's same key neither reaches nor blocks it. The default, the
+        # tool_use id, is only unique within a session (scripted ids repeat across runs).
+        scope = ctx.key_scope or ctx.session
         key = str(arguments.get("key") or (f"{ctx.session}/{ctx.tool_use_id}" if ctx.tool_use_id else ""))
         if not key:
             raise ToolError(f"{action.name}: no idempotency key: pass `key` (e.g. \"key\": \"fetch-docs-1\")")
-        request = self.queue.find(action.name, key)
+        request = self.queue.find(action.name, key, scope)
+        prepared = None
         if request is not None:
             self._same_call(request, call_args)
+            if request.status != "expired":      # it ran or will run: with the content this call has
+                prepared = action.prepare(dict(call_args), ctx)
+                _same_content(request, prepared)
         if request is None or request.status == "expired":
-            prepared = action.prepare(dict(call_args), ctx)
-            request, created = self.queue.submit(session=ctx.session, tool=action.name, key=key,
+            prepared = prepared or action.prepare(dict(call_args), ctx)
+            request, created = self.queue.submit(session=ctx.session, scope=scope, tool=action.name, key=key,
                                                  call_args=call_args, args=prepared.args,
                                                  preview=prepared.preview)
             if not created:
                 self._same_call(request, call_args)
+                _same_content(request, prepared)
         if request.status == "pending":   # new, or left pending by a caller killed before the policy ran
             request = self._apply_policy(request)
         return self._conclude(request, action, ctx)
@@ -108,9 +119,9 @@ class ApprovalGate:
     def _same_call(self, request: Request, call_args: dict[str, Any]) -> None:
         if canonical_hash(call_args) != request.call_hash:
             raise ToolError(
-                f"key {request.key!r} was already used for a different {request.tool} request (#{request.id}, "
-                f"{request.status}); a key names one action. Use a new key for a new action, e.g. "
-                f"\"key\": \"{request.key}-2\"")
+                f"key {safe_ident(request.key)!r} was already used for a different {request.tool} request "
+                f"(#{request.id}, {request.status}); a key names one action. Nothing was queued for this call. "
+                f"Use a new key for a new action, e.g. \"key\": \"{safe_ident(request.key)}-2\"")
 
     def _apply_policy(self, request: Request) -> Request:
         verdict = self.policy.decide(request.tool, request.args)
@@ -176,6 +187,27 @@ class ApprovalGate:
             raise
         self.queue.finish(request.id, True, result)
         return result
+
+
+def _same_content(request: Request, prepared: Prepared) -> None:
+    """A key is bound to the content it ran (or will run) with: the exact arguments the human approves,
+    which for some tools come from the session, not the call (apply_changes: the sandbox's patch and the
+    folder; git_push: the commit). A repeat whose content differs is refused, saying what differs."""
+    fields = sorted((set(prepared.args) | set(request.args)) - set(prepared.observed))
+    if all(prepared.args.get(name) == request.args.get(name) for name in fields):
+        return
+    changed = [f"{name} (sha256 {_digest(request.args.get(name))} then, {_digest(prepared.args.get(name))} now)"
+               for name in fields if prepared.args.get(name) != request.args.get(name)]
+    key = safe_ident(request.key)
+    raise ToolError(
+        f"key {key!r} already names {request.tool} request #{request.id} ({request.status}) of this session, made "
+        f"with other content: {safe_ident(', '.join(changed))} differ from what this call would run. Nothing was "
+        f"queued or run for this call, and request #{request.id} is unchanged. A key names one action with one "
+        f"content: to ask for this one, use a new key, e.g. \"key\": \"{key}-2\"")
+
+
+def _digest(value: Any) -> str:
+    return "(absent)" if value is None else canonical_hash(value)[:12]
 
 
 def _unknown(request: Request) -> str:

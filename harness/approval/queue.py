@@ -8,7 +8,8 @@ both make the same move; each is also appended to the audit log in the same tran
        └──timeout──> expired      (final: the same key asked again is a new request with a new id)
          (or withdrawn: the asking session ended before a decision, recorded as expired with why)
 
-A request is named by (tool, key); at most one request per name is not expired. `request_hash`
+A request is named by (tool, scope, key): a key belongs to one scope (an MCP session, or a run and its
+resumes), so another session's key never reaches it; at most one request per name is not expired. `request_hash`
 covers exactly what will run (the resolved arguments and the preview the human reads); every
 decision from a human names the hash of what they were shown and is refused if it differs, and only
 a request whose stored arguments still hash to the approved value can be claimed for execution.
@@ -50,12 +51,13 @@ CREATE TABLE IF NOT EXISTS requests (
     status TEXT NOT NULL, created_at REAL NOT NULL,
     decided_at REAL, decided_by TEXT, reason TEXT, rule TEXT, approved_hash TEXT,
     started_at REAL, executor TEXT, finished_at REAL, result TEXT);
-CREATE UNIQUE INDEX IF NOT EXISTS requests_open_name ON requests (tool, key) WHERE status != 'expired';
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, request_id INTEGER NOT NULL,
     event TEXT NOT NULL, actor TEXT NOT NULL, detail TEXT NOT NULL);
 """
 OLD_UNIQUE = "UNIQUE (tool, key)"      # databases made before an expired name could be asked anew
+SCOPED = """CREATE UNIQUE INDEX IF NOT EXISTS requests_open_scoped_name ON requests (tool, scope, key)
+    WHERE status != 'expired'"""          # a key names one action of one scope (a session, or a run)
 DB_NAME = "approvals.sqlite3"
 
 
@@ -99,6 +101,7 @@ class ApprovalQueue:
             self._db.execute("PRAGMA busy_timeout=30000")
             self._migrate()
             self._db.executescript(SCHEMA)
+            self._add_scope()
         except (OSError, sqlite3.Error) as exc:
             raise ApprovalError(f"cannot open the approval queue in {self.state_dir}: {exc}; expected a "
                                 "writable directory, e.g. `--state-dir ~/.local/state/harness`") from exc
@@ -121,6 +124,19 @@ class ApprovalQueue:
             db.execute(SCHEMA.split(";")[0])
             db.execute("INSERT INTO requests SELECT * FROM requests_before_migration")
             db.execute("DROP TABLE requests_before_migration")
+
+    def _add_scope(self) -> None:
+        """The `scope` column (whose keys: a session's, or a run's) and the index naming a request by
+        (tool, scope, key), added to a database made before keys had a scope (theirs: scope '')."""
+        def has() -> bool:
+            return any(r["name"] == "scope" for r in self._db.execute("PRAGMA table_info(requests)"))
+        if has() and self._db.execute("SELECT 1 FROM sqlite_master WHERE name='requests_open_scoped_name'").fetchone():
+            return
+        with self._tx() as db:
+            if not has():
+                db.execute("ALTER TABLE requests ADD COLUMN scope TEXT NOT NULL DEFAULT ''")
+            db.execute("DROP INDEX IF EXISTS requests_open_name")
+            db.execute(SCOPED)
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -155,10 +171,13 @@ class ApprovalQueue:
                                  "`harness approvals list --all` shows the ones that exist", request_id=request_id)
         return Request.from_row(row)
 
-    def find(self, tool: str, key: str) -> Request | None:
-        """The latest request named (tool, key): the open one, else the last that expired."""
-        row = next(iter(self._rows("SELECT * FROM requests WHERE tool = ? AND key = ? ORDER BY id DESC LIMIT 1",
-                                   (tool, key))), None)
+    def find(self, tool: str, key: str, scope: str | None = None) -> Request | None:
+        """The latest request named (tool, key) in `scope` (None: in any): the open one, else the last that
+        expired."""
+        sql, params = "SELECT * FROM requests WHERE tool = ? AND key = ?", [tool, key]
+        if scope is not None:
+            sql, params = sql + " AND scope = ?", [*params, scope]
+        row = next(iter(self._rows(sql + " ORDER BY id DESC LIMIT 1", tuple(params))), None)
         return None if row is None else Request.from_row(row)
 
     def requests(self, statuses: tuple[str, ...] = (), limit: int = 200) -> list[Request]:
@@ -178,20 +197,20 @@ class ApprovalQueue:
 
     # -- writing -------------------------------------------------------------------------------
     def submit(self, *, session: str, tool: str, key: str, call_args: dict[str, Any],
-               args: dict[str, Any], preview: str) -> tuple[Request, bool]:
-        """Queue a request, or return the open one already named (tool, key). True when created.
+               args: dict[str, Any], preview: str, scope: str = "") -> tuple[Request, bool]:
+        """Queue a request, or return the open one already named (tool, scope, key). True when created.
         A name whose last request expired gets a new request (new id); the expired one stays as it was."""
         call_hash = canonical_hash(call_args)
         request_hash = canonical_hash({"tool": tool, "args": args, "preview": preview})
         with self._tx() as db:
-            row = db.execute("SELECT * FROM requests WHERE tool = ? AND key = ? ORDER BY id DESC LIMIT 1",
-                             (tool, key)).fetchone()
+            row = db.execute("SELECT * FROM requests WHERE tool = ? AND scope = ? AND key = ? ORDER BY id DESC "
+                             "LIMIT 1", (tool, scope, key)).fetchone()
             if row is not None and row["status"] != "expired":
                 return Request.from_row(row), False
             cur = db.execute(
-                "INSERT INTO requests (session, tool, key, call_hash, args, preview, request_hash,"
-                " status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?)",
-                (session, tool, key, call_hash, json.dumps(args, sort_keys=True), preview, request_hash,
+                "INSERT INTO requests (session, scope, tool, key, call_hash, args, preview, request_hash,"
+                " status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)",
+                (session, scope, tool, key, call_hash, json.dumps(args, sort_keys=True), preview, request_hash,
                  time.time()))
             request_id = int(cur.lastrowid or 0)
             earlier = {} if row is None else {"asked_again_after": int(row["id"])}

@@ -94,6 +94,7 @@ class Request:
     executor: str | None
     finished_at: float | None
     result: str | None
+    scope: str = ""          # whose key it is: a session, or a run and its resumes (harness.approval.gate)
 
     @staticmethod
     def from_row(row: sqlite3.Row) -> Request:

@@ -247,7 +247,7 @@ class SandboxService:
         self.say(f"session {session}: sandbox ready")
         ctx = ToolContext(sandbox=box, session=session, approver=self.gate)
         if self.config.tools.prewarm_index:      # into the shared cache while the workspace waits for a client
-            warm_index(ctx.code_index, repo.staged)
+            warm_index(ctx.code_index, repo.staged, self.config.tools)
         return Workspace("", signature, repo, box, baseline, ctx)
 
     def end(self, key: str, why: str = "the MCP client ended its session") -> None:
@@ -325,9 +325,12 @@ class SandboxService:
             preview = (f"apply_changes: write this patch into {safe_text(str(self.root))} "
                        f"({len(base['files'])} file(s), only if each is still as the session found it)\n\n"
                        f"{safe_text(patch)}")
-            return Prepared({"patch": patch, "base": base}, preview)
+            return Prepared({"folder": str(self.root), "patch": patch, "base": base}, preview)
 
         def execute(args: dict[str, Any], _ctx: ToolContext) -> str:
+            if args.get("folder") != str(self.root):
+                raise ToolError(f"not applied: request names the folder {safe_text(str(args.get('folder')))}, this "
+                                f"server serves {safe_text(str(self.root))}")
             with tempfile.TemporaryDirectory(prefix="harness-mcp-") as tmp:
                 run_dir = Path(tmp)
                 checks.write_file(run_dir / "patch.diff", str(args["patch"]))

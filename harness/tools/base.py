@@ -58,6 +58,8 @@ class ToolContext:
     session: str
     tool_use_id: str = ""
     approver: Approver | None = None         # outbound tools hand their calls to it; None: none allowed
+    # whose outbound idempotency keys these calls' are: "" (the session), or a run's, kept by its resumes
+    key_scope: str = ""
     edit_state: EditState = field(default_factory=EditState)   # fingerprints and applied keys (editing/)
     code_index: CodeIndex = field(default_factory=lambda: CodeIndex(cache=shared_cache()))   # find_code's index
 

@@ -32,7 +32,7 @@ def main() -> int:
     gate = make_gate(config)
     tool = {t.name: t for t in outbound_tools(config)}["http_request"]
     ctx = ToolContext(sandbox=None, session=f"proc-{os.getpid()}", tool_use_id="toolu_1",  # type: ignore[arg-type]
-                      approver=gate)
+                      approver=gate, key_scope="run:the-resumed-run")   # each process: one run, resumed
     try:
         text = tool.function(ctx, method="POST", url=a.url, body=a.body, key=a.key)
         print(json.dumps({"ok": True, "text": text}))

@@ -123,8 +123,11 @@ def test_git_push_sends_exactly_the_approved_commit_from_the_host(tmp_path: Path
     worker.join(60)
     assert outcome["out"].startswith(f"pushed {first[:12]} to origin/main")
     assert _git("rev-parse", "main", cwd=remote) == first          # what was approved, not the newer commit
-    again = tools["git_push"].function(ctx, remote="origin", branch="main", key="push-1")
-    assert "already ran once" in again and _git("rev-parse", "main", cwd=remote) == first
+    with pytest.raises(ToolError) as moved:     # the key is bound to the commit it pushed: the new one is not it
+        tools["git_push"].function(ctx, remote="origin", branch="main", key="push-1")
+    assert "key 'push-1' already names git_push request #1 (done) of this session, made with other content: " \
+           "commit (sha256" in str(moved.value) and '"key": "push-1-2"' in str(moved.value)
+    assert _git("rev-parse", "main", cwd=remote) == first
     gate.mode, gate.policy = "deny", load_policy(None)
     with pytest.raises(ApprovalDenied):                            # a new key is a new push, held again
         tools["git_push"].function(ctx, remote="origin", branch="main", key="push-2")

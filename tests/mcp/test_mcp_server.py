@@ -473,3 +473,47 @@ def test_a_pooled_sandbox_serves_the_session_and_a_stale_one_is_replaced(project
     listing, pooled_served = anyio.run(session, True)
     assert "added_meanwhile.py" in listing and not pooled_served   # stale: replaced by one holding the new file
     assert _sandboxes() == []
+
+
+def test_an_apply_key_is_the_sessions_own_and_bound_to_its_patch(project: Path, tmp_path: Path) -> None:
+    # Before, keys were global and apply_changes takes no argument: the second folder's session calling
+    # `apply_changes key=apply-1` got the first session's stored result, and its change was never queued.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "calc.py").write_text(CALC)
+    asked: list[Any] = []
+    stop = threading.Event()
+    human = threading.Thread(target=_approve_when_pending, args=(tmp_path / "state", asked, stop))
+    human.start()
+
+    async def session(folder: Path, new: str) -> list[str]:
+        async with Client(_params(folder, tmp_path, "--approve", "queue")) as client:
+            await client.call_tool("view", {"path": "calc.py"})
+            await client.call_tool("edit", {"path": "calc.py", "old": "a - b", "new": new})
+            first = await client.call_tool("apply_changes", {"key": "apply-1"})
+            again = await client.call_tool("apply_changes", {"key": "apply-1"})    # same content: stored result
+            await client.call_tool("write", {"path": "more.py", "content": "X = 1\n"})
+            moved = await client.call_tool("apply_changes", {"key": "apply-1"})    # other content: refused
+            assert not first.is_error and not again.is_error and moved.is_error, (_text(first), _text(again))
+            return [_text(first), _text(again), _text(moved)]
+
+    try:
+        mine = anyio.run(session, project, "a + b")
+        theirs = anyio.run(session, other, "b + a")
+    finally:
+        stop.set()
+        human.join()
+    for folder, (first, again, moved) in ((project, mine), (other, theirs)):
+        assert first == f"applied to {folder}: calc.py", first
+        assert "already ran once" in again and f"applied to {folder}: calc.py" in again
+        assert moved.startswith("key 'apply-1' already names apply_changes request #") and "made with other " \
+               "content: base (sha256" in moved and "patch (sha256" in moved, moved
+        assert "Nothing was queued or run for this call" in moved and '"key": "apply-1-2"' in moved
+    assert project.joinpath("calc.py").read_text() == CALC.replace("a - b", "a + b")
+    assert other.joinpath("calc.py").read_text() == CALC.replace("a - b", "b + a")
+    assert not project.joinpath("more.py").exists() and not other.joinpath("more.py").exists()
+    assert [(r.tool, r.key) for r in asked] == [("apply_changes", "apply-1")] * 2     # each one asked a human
+    assert [str(folder) in r.preview for r, folder in zip(asked, (project, other), strict=True)] == [True, True]
+    assert asked[0].scope != asked[1].scope
+    done = ApprovalQueue(tmp_path / "state").requests()
+    assert sorted(r.status for r in done) == ["done", "done"]

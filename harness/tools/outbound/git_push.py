@@ -108,7 +108,7 @@ def _describe(repo: Path, name: str, url: str, branch: str, commit: str, base: s
     lines += ["  " + safe_text(line) for line in stat[-60:]]
     resolved = {"remote": name, "remote_url_sha256": hashlib.sha256(url.encode()).hexdigest(),
                 "branch": branch, "commit": commit, "base": base}
-    return Prepared(args=resolved, preview="\n".join(lines))
+    return Prepared(args=resolved, preview="\n".join(lines), observed=("base",))
 
 
 def _execute_with(config: Config) -> Any:
