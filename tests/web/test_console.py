@@ -290,6 +290,48 @@ def test_a_hostile_run_renders_escaped_folded_and_paged(console: dict[str, Any],
     wait(browser, lambda b: "is not a relative path inside" in b.find_element(By.ID, "view").text)
 
 
+def test_a_damaged_folder_shows_as_damaged_with_why_and_the_others_are_listed(
+        console: dict[str, Any], browser: webdriver.Chrome) -> None:
+    write_hostile_run(console["runs"] / "good", steps=2)
+    deep = console["runs"] / "deep"
+    deep.mkdir()
+    (deep / "result.json").write_bytes(b"[" * 200_000 + b"]" * 200_000)     # before: /api/runs answered 500
+    (deep / "trajectory.jsonl").write_text(json.dumps({"role": 'assistant" class="x role-system', "content": "hi"})
+                                           + "\n")
+    evaluation = console["runs"] / "eval-torn"
+    (evaluation / "instances").mkdir(parents=True)
+    (evaluation / "run.json").write_text("{}")
+    (evaluation / "report.json").write_text('{"instances": {')
+
+    open_view(browser, console, "#/runs")
+    rows = wait(browser, lambda b: (lambda r: r if len(r) == 3 else None)(
+        b.find_elements(By.CSS_SELECTOR, "#runs-table tbody tr[data-ref]")), what="three folders listed")
+    by_name = {r.get_attribute("data-name"): r for r in rows}
+    assert by_name["good"].get_attribute("class") == "state-finished"
+    assert by_name["deep"].get_attribute("class") == "state-damaged"
+    assert "result.json: nested deeper than 64 levels (at least 200000): not parsed" in by_name["deep"].text
+    assert by_name["eval-torn"].get_attribute("class") == "state-damaged"
+    assert "report.json: not JSON" in by_name["eval-torn"].text
+    screenshot(browser, "runs-list-damaged")
+    Select(browser.find_element(By.ID, "runs-state")).select_by_value("damaged")
+    listed = "#runs-table tbody tr"
+    wait(browser, lambda b: {r.get_attribute("data-name") for r in b.find_elements(By.CSS_SELECTOR, listed)}
+         == {"deep", "eval-torn"}, what="the damaged ones filtered")
+
+    browser.find_element(By.CSS_SELECTOR, '#runs-table tr[data-name="deep"] a.open').click()
+    damaged = wait(browser, lambda b: b.find_element(By.ID, "run-damaged"), what="the run's damage")
+    assert "nested deeper than 64 levels" in damaged.text
+    step = wait(browser, lambda b: b.find_element(By.ID, "step-0"))
+    assert step.get_attribute("class") == "step role-other"              # a role names no class of its own
+    assert 'assistant" class="x role-system' in step.text
+    browser.find_element(By.CSS_SELECTOR, 'button[data-tab="result"]').click()
+    assert "nested deeper" in browser.find_element(By.CSS_SELECTOR, "#pane-result .damaged-why").text
+    browser.get(console["base"] + "/#/eval?ref=0/eval-torn")
+    torn = wait(browser, lambda b: b.find_element(By.CSS_SELECTOR, "#view .damaged-why"))
+    assert "report.json: not JSON" in torn.text
+    no_markup_ran(browser)
+
+
 # ---------------------------------------------------------------- approvals in the console
 
 

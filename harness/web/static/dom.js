@@ -33,6 +33,20 @@ function setAttrs(node, attrs) {
   }
 }
 
+// A CSS class made of a value read from a run folder (a role, a state, a status) goes through these
+// fixed tables: a value not in its table gets the neutral "other", so no folder ever names a class.
+export const CLASSES = {
+  role: ["system", "user", "assistant", "invalid"],
+  state: ["finished", "running", "stopped", "incomplete", "damaged"],
+  status: ["resolved", "unresolved", "patch_failed", "empty_patch", "error", "unsupported", "incomplete"],
+  tests: ["true", "false"],
+  change: ["broken", "fixed", "changed", "same"],
+};
+
+export function cls(prefix, kind, value) {
+  return prefix + (typeof value === "string" && CLASSES[kind].includes(value) ? value : "other");
+}
+
 export function setStatus(text, isError) {
   const status = document.getElementById("status");
   status.textContent = text;

@@ -3,7 +3,7 @@
 // evaluation (which instances flipped).
 "use strict";
 
-import {count, el, getJSON, link, money, q, seconds, setStatus, svg} from "./dom.js";
+import {cls, count, el, getJSON, link, money, q, seconds, setStatus, svg} from "./dom.js";
 
 const STATUSES = ["resolved", "unresolved", "patch_failed", "empty_patch", "error", "unsupported", "incomplete"];
 
@@ -25,7 +25,7 @@ export function evalView(main, params) {
 function render(main, data, ref, others) {
   const totals = data.totals;
   const present = STATUSES.filter(s => data.instances.some(r => r.status === s));
-  const boxes = present.map(s => el("label", {class: "chip s-" + s},
+  const boxes = present.map(s => el("label", {class: "chip " + cls("s-", "status", s)},
     el("input", {type: "checkbox", checked: true, "data-status": s}),
     " " + s + " (" + data.instances.filter(r => r.status === s).length + ")"));
   const search = el("input", {type: "search", id: "eval-search", placeholder: "instance or repository…"});
@@ -44,7 +44,7 @@ function render(main, data, ref, others) {
       (!text || r.instance_id.toLowerCase().includes(text) || String(r.repo).toLowerCase().includes(text)));
     body.replaceChildren(...rows.map(r => el("tr", {"data-status": r.status, "data-instance": r.instance_id},
       el("td", {}, r.run ? link("#/run?" + q({ref: r.run}), r.instance_id) : r.instance_id),
-      el("td", {class: "status s-" + r.status, text: r.status + (r.flaky ? " (flaky)" : "")}),
+      el("td", {class: "status " + cls("s-", "status", r.status_class), text: r.status + (r.flaky ? " (flaky)" : "")}),
       el("td", {text: r.repo}),
       el("td", {text: seconds(r.duration)}),
       el("td", {text: count(r.turns)}),
@@ -56,7 +56,7 @@ function render(main, data, ref, others) {
   for (const b of boxes) b.querySelector("input").addEventListener("change", filter);
   search.addEventListener("input", filter);
 
-  main.replaceChildren(
+  main.replaceChildren(...[
     el("h1", {}, "Evaluation ", el("span", {class: "mono", text: data.summary.name})),
     el("p", {}, el("strong", {text: data.model || "?"}), " · ",
        (totals.resolved_instances ?? 0) + " of " + (totals.total_instances ?? 0) + " resolved · " +
@@ -64,6 +64,7 @@ function render(main, data, ref, others) {
        (totals.incomplete_instances ?? 0) + " incomplete · " + seconds(data.summary.seconds) + " of instance time" +
        (data.summary.cost_usd === null || data.summary.cost_usd === undefined ? "" : " · " + money(data.summary.cost_usd)),
        " ", compare),
+    data.summary.damaged ? el("pre", {class: "error-box damaged-why", text: "damaged: " + data.summary.damaged}) : null,
     el("div", {class: "charts"},
        el("figure", {}, el("figcaption", {text: "statuses per repository"}), repoBars(data.repositories, present)),
        el("figure", {}, el("figcaption", {text: "instance times"}), histogram(data.instances.map(r => r.duration)
@@ -72,7 +73,7 @@ function render(main, data, ref, others) {
     el("table", {id: "eval-table", class: "list"},
        el("thead", {}, el("tr", {}, ...["instance", "status", "repository", "time", "turns", "cost", "stop reason",
                                         "error"].map(h => el("th", {text: h})))),
-       body));
+       body)].filter(Boolean));
   filter();
 }
 
@@ -92,7 +93,7 @@ function repoBars(repositories, statuses) {
       const n = repositories[name][status] || 0;
       if (!n) continue;
       const w = (width - label - 40) * n / most;
-      const rect = svg("rect", {x, y: y + 3, width: Math.max(w, 1), height: rowHeight - 6, class: "s-" + status,
+      const rect = svg("rect", {x, y: y + 3, width: Math.max(w, 1), height: rowHeight - 6, class: cls("s-", "status", status),
                                 "data-repo": name, "data-status": status});
       const tip = svg("title");
       tip.textContent = name + ": " + n + " " + status;
@@ -107,7 +108,7 @@ function repoBars(repositories, statuses) {
   const legendY = names.length * rowHeight + 16;
   let lx = 0;
   for (const status of statuses) {
-    chart.appendChild(svg("rect", {x: lx, y: legendY - 9, width: 10, height: 10, class: "s-" + status}));
+    chart.appendChild(svg("rect", {x: lx, y: legendY - 9, width: 10, height: 10, class: cls("s-", "status", status)}));
     const t = svg("text", {x: lx + 14, y: legendY, class: "axis"});
     t.textContent = status;
     chart.appendChild(t);
@@ -161,9 +162,9 @@ export function compareView(main, params) {
           ? r.change === "broken" || r.change === "fixed" : r.change === filter.value);
         body.replaceChildren(...rows.map(r => el("tr", {"data-change": r.change, "data-instance": r.instance_id},
           el("td", {text: r.instance_id}),
-          el("td", {class: "status s-" + r.a}, r.run_a ? link("#/run?" + q({ref: r.run_a}), r.a || "-") : (r.a || "-")),
-          el("td", {class: "status s-" + r.b}, r.run_b ? link("#/run?" + q({ref: r.run_b}), r.b || "-") : (r.b || "-")),
-          el("td", {class: "change c-" + r.change, text: r.change}))));
+          el("td", {class: "status " + cls("s-", "status", r.a_class)}, r.run_a ? link("#/run?" + q({ref: r.run_a}), r.a || "-") : (r.a || "-")),
+          el("td", {class: "status " + cls("s-", "status", r.b_class)}, r.run_b ? link("#/run?" + q({ref: r.run_b}), r.b || "-") : (r.b || "-")),
+          el("td", {class: "change " + cls("c-", "change", r.change), text: r.change}))));
       }
       filter.addEventListener("change", render);
       const c = data.counts;

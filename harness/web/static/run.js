@@ -3,7 +3,7 @@
 // A tool call links to its result and back.
 "use strict";
 
-import {count, el, getJSON, link, money, q, seconds, setStatus} from "./dom.js";
+import {cls, count, el, getJSON, link, money, q, seconds, setStatus} from "./dom.js";
 
 const PAGE = 200;
 
@@ -20,7 +20,8 @@ export function runView(main, params) {
   const more = el("button", {id: "steps-more", class: "more", hidden: true, text: "load more steps"});
   const toEnd = el("button", {id: "steps-end", class: "more", hidden: true, text: "jump to the last steps"});
   const sentinel = el("div", {class: "sentinel"});
-  steps.append(headPart, el("div", {class: "gap"}, more, sentinel), tailPart);
+  const cuts = el("div", {id: "steps-cut", class: "cut-notes"});
+  steps.append(cuts, headPart, el("div", {class: "gap"}, more, sentinel), tailPart);
   // the jump sits above the steps, where appending steps never moves it
   panes.trajectory = el("section", {id: "pane-trajectory"}, el("div", {class: "tabs"}, toEnd), steps);
   panes.patch = el("section", {id: "pane-patch", hidden: true});
@@ -48,12 +49,14 @@ export function runView(main, params) {
     renderText(panes.tests, info.tests, "No test output in this folder.", "tests-output");
     panes.result.replaceChildren(info.result
       ? el("pre", {class: "json", id: "result-json", text: JSON.stringify(info.result, null, 2)})
+      : info.summary.damaged ? el("p", {class: "error-line damaged-why", text: info.summary.damaged})
       : el("p", {class: "empty", text: "No result.json yet: the run has not finished (or was stopped)."}));
   }
 
   async function fetchSteps(start, limit) {
     const data = await getJSON("/api/steps?" + q({ref, start, limit}));
     total = data.total;
+    cuts.replaceChildren(...(data.cut || []).map(c => el("p", {class: "error-line cut", text: "not shown: " + c})));
     const wasLive = live;
     live = data.live;
     const fragment = document.createDocumentFragment();
@@ -187,6 +190,7 @@ function renderHead(head, info, ref) {
     el("dl", {class: "facts"}, ...facts.map(([k, v]) => el("div", {}, el("dt", {text: k}),
                                                            el("dd", {"data-fact": k, text: v ?? "-"})))),
     links.length ? el("p", {class: "links"}, ...links.flatMap(a => [a, " "])) : null,
+    s.damaged ? el("pre", {class: "error-box damaged-why", id: "run-damaged", text: "damaged: " + s.damaged}) : null,
     info.error ? el("pre", {class: "error-box", text: info.error.text}) : null,
     info.patch_apply ? el("details", {}, el("summary", {text: "patch_apply.txt"}),
                                      el("pre", {text: info.patch_apply.text})) : null].filter(Boolean));
@@ -218,7 +222,7 @@ function stepCard(step, ref) {
   if (meta.turn !== undefined) title.push("turn " + meta.turn);
   if (meta.usage) title.push(count(meta.usage.input_tokens) + " in / " + count(meta.usage.output_tokens) + " out");
   if (meta.stop_reason) title.push(meta.stop_reason);
-  const card = el("article", {class: "step role-" + step.role, id: "step-" + step.index, "data-index": String(step.index)},
+  const card = el("article", {class: "step " + cls("role-", "role", step.role_class), id: "step-" + step.index, "data-index": String(step.index)},
                   el("div", {class: "step-title", text: title.join(" · ")}));
   if (!step.blocks.length) {
     card.appendChild(el("p", {class: "empty", text: step.role === "assistant" ? "(an empty reply: no text, no tool call)"

@@ -2,13 +2,14 @@
 // first, with filters and a search; refreshed every few seconds (a running one shows as such).
 "use strict";
 
-import {count, el, getJSON, link, money, polling, q, seconds, when} from "./dom.js";
+import {cls, count, el, getJSON, link, money, polling, q, seconds, when} from "./dom.js";
 
 export function runsView(main) {
   const search = el("input", {type: "search", id: "runs-search", placeholder: "search task, model, folder…"});
   const kind = select("runs-kind", [["", "runs and evaluations"], ["run", "runs"], ["eval", "evaluations"]]);
   const state = select("runs-state", [["", "any state"], ["finished", "finished"], ["running", "running"],
-                                      ["stopped", "stopped (no result)"], ["incomplete", "incomplete"]]);
+                                      ["stopped", "stopped (no result)"], ["incomplete", "incomplete"],
+                                      ["damaged", "damaged"]]);
   const tests = select("runs-tests", [["", "any tests"], ["true", "tests passed"], ["false", "tests failed"],
                                       ["null", "no tests"]]);
   const stop = select("runs-stop", [["", "any stop reason"]]);
@@ -39,13 +40,13 @@ export function runsView(main) {
   function render() {
     const visible = rows.filter(matches);
     body.replaceChildren(...visible.map(r => el("tr", {"data-ref": r.ref, "data-name": r.name, "data-kind": r.kind,
-                                                class: "state-" + r.state},
+                                                class: cls("state-", "state", r.state_class)},
       el("td", {}, link((r.kind === "eval" ? "#/eval?" : "#/run?") + q({ref: r.ref}), r.name, {class: "open"})),
       el("td", {text: r.kind}),
-      el("td", {text: r.task || "-"}),
+      r.damaged ? el("td", {class: "error-cell damaged-why", text: r.damaged}) : el("td", {text: r.task || "-"}),
       el("td", {text: r.model || "-"}),
       el("td", {text: r.stop_reason || "-"}),
-      el("td", {class: "tests-" + String(r.tests_passed),
+      el("td", {class: cls("tests-", "tests", r.tests_class),
                 text: r.kind === "eval" ? (r.resolved ?? "-") + " / " + (r.total ?? "-") + " resolved"
                                         : r.tests_passed === true ? "passed" : r.tests_passed === false ? "failed" : "-"}),
       el("td", {text: count(r.turns)}),
@@ -57,7 +58,10 @@ export function runsView(main) {
     shown.textContent = visible.length + " of " + rows.length + " shown";
   }
 
-  for (const input of [search, kind, state, tests, stop]) input.addEventListener("input", render);
+  for (const input of [search, kind, state, tests, stop]) {
+    input.addEventListener("input", render);
+    input.addEventListener("change", render);            // a select changed by a script or a driver fires only this
+  }
 
   async function refresh() {
     const data = await getJSON("/api/runs");
