@@ -1,4 +1,6 @@
-"""The local OpenAI-compatible model server: llama-cpp-python's `llama_cpp.server` in a child process.
+"""The local OpenAI-compatible model server: llama-cpp-python's `llama_cpp.server` app in a child process
+(`harness.models.llama_serve`: its app without its any-origin CORS, behind a Host check, an optional
+API key and an optional single CORS origin).
 
 `LocalServer` starts it on 127.0.0.1 in its own process group, says how loading goes (a line every
 few seconds) until `GET /v1/models` answers, and stops it (SIGTERM to the group, then SIGKILL) when
@@ -25,6 +27,8 @@ from harness.core.interpreter import python_command
 from harness.errors import ConfigError, HarnessError
 
 Say = Callable[[str], None]
+KEY_VARIABLE = "HARNESS_MODEL_SERVER_API_KEY"
+"""How the API key reaches the server's process (its environment; never its command line)."""
 SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context", "pydantic_settings")
 """What `python -m llama_cpp.server` imports: llama-cpp-python and its `[server]` extra."""
 INSTALL = ("scripts/install --local-model   (or: CMAKE_ARGS=-DGGML_NATIVE=OFF pip install 'harness[local]'; "
@@ -51,12 +55,15 @@ class LocalServer:
 
     def __init__(self, model_path: Path, *, chat_format: str, n_ctx: int, port: int | None = None,
                  alias: str = "local", threads: int | None = None, start_timeout: float = 180.0,
-                 python: str = sys.executable, tool_format: str = "") -> None:
+                 python: str = sys.executable, tool_format: str = "", api_key: str | None = None,
+                 cors_origin: str | None = None) -> None:
         self.model_path, self.chat_format, self.n_ctx, self.alias = model_path, chat_format, n_ctx, alias
         self.port = check_port(port) if port is not None else free_port()
         self.threads = threads   # None: llama-cpp-python's default (half the CPUs), measured faster on 2 shared cores
         self.start_timeout, self.python = start_timeout, python
         self.tool_format = tool_format   # the harness's tool format this chat format serves, for its caller
+        self.api_key = api_key           # None: no key asked (loopback only, no CORS, Host checked)
+        self.cors_origin = cors_origin   # None: no CORS at all; else the one origin allowed, never with credentials
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -65,7 +72,9 @@ class LocalServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def command(self) -> list[str]:
-        return [*python_command("-m", "llama_cpp.server", python=self.python), "--model", str(self.model_path),
+        cors = ["--cors-origin", self.cors_origin] if self.cors_origin else []
+        return [*python_command("-m", "harness.models.llama_serve", python=self.python), *cors, "--",
+                "--model", str(self.model_path),
                 "--model_alias", self.alias,
                 "--host", "127.0.0.1", "--port", str(self.port), "--chat_format", self.chat_format,
                 "--n_ctx", str(self.n_ctx), *(["--n_threads", str(self.threads)] if self.threads else [])]
@@ -86,7 +95,9 @@ class LocalServer:
         """
         self._log = tempfile.TemporaryFile()
         say(f"starting the model server ({self.model_path.name}, chat format {self.chat_format}) at {self.base_url}")
-        self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=self._log,
+        env = {k: v for k, v in os.environ.items() if k != KEY_VARIABLE} | ({KEY_VARIABLE: self.api_key}
+                                                                            if self.api_key else {})
+        self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=self._log, env=env,
                                         stderr=subprocess.STDOUT, start_new_session=True)
         try:
             self._wait_ready(say)
@@ -117,7 +128,9 @@ class LocalServer:
 
     def _answers(self) -> bool:
         try:
-            with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as response:
+            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+            with urllib.request.urlopen(urllib.request.Request(f"{self.base_url}/models", headers=headers),
+                                        timeout=2) as response:
                 return int(response.status) == 200
         except (urllib.error.URLError, OSError):
             return False

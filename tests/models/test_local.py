@@ -118,7 +118,7 @@ def test_server_that_dies_while_loading_is_reported_with_the_end_of_its_output(
         server.start()
     message = str(info.value)
     assert "exited with code 132 before it was ready" in message
-    assert "illegal instruction in libggml-cpu" in message and "-m llama_cpp.server" in message
+    assert "illegal instruction in libggml-cpu" in message and "-m harness.models.llama_serve" in message
     assert not server.running()
 
 
