@@ -20,15 +20,15 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness import checks
+from harness.core import hostgit
 from harness.core.apply import patch_paths
 from harness.core.project import ProjectFiles, select_files, stage
-from harness.core.sources import GIT_ON_HOST, cache_dir
+from harness.core.sources import cache_dir
 from harness.core.task import Environment, Task
 from harness.environments.resolve import read_declarations
 from harness.environments.resolved import resolved_pins
@@ -151,9 +151,8 @@ def _environment(staged: Path, ident: str, python: str, test_cmd: str | None,
 
 
 def _git_head(root: Path) -> str | None:
-    proc = subprocess.run([*GIT_ON_HOST, "-C", str(root), "rev-parse", "--verify", "-q", "HEAD^{commit}"],
-                          capture_output=True, text=True)
-    head = proc.stdout.strip()
+    proc = hostgit.in_repository(root, ["rev-parse", "--verify", "-q", "HEAD^{commit}"])
+    head = proc.stdout.decode("ascii", "replace").strip()
     return head if proc.returncode == 0 and re.fullmatch(r"[0-9a-f]{40}", head) else None
 
 

@@ -49,7 +49,8 @@ from unidiff.errors import UnidiffParseError
 from unidiff.patch import PatchSet
 
 from harness import checks
-from harness.core.sources import GIT_IDENTITY, GIT_ON_HOST
+from harness.core import hostgit
+from harness.core.sources import GIT_IDENTITY
 from harness.errors import TaskError, UnsafePathError
 
 Mode = Literal["git", "folder"]
@@ -313,7 +314,7 @@ def _cross_check(patch: str, files: dict[str, str | None], run_dir: Path) -> Non
                         f"{sorted(paths - listed)} that base.json does not list, and base.json lists "
                         f"{sorted(listed - paths)} that the patch does not touch; expected the same paths. "
                         f"Both must come from the same `harness run --repo` run")
-    proc = _git(["apply", "--numstat", "-z", "-"], Path(tempfile.gettempdir()), patch.encode())
+    proc = hostgit.in_folder(Path(tempfile.gettempdir()), ["apply", "--numstat", "-z", "-"], stdin=patch.encode())
     if proc.returncode != 0:
         raise TaskError(f"git cannot read {run_dir / PATCH_FILE}: {_said(proc)}; expected a patch made by "
                         "`git diff` (`diff --git a/x b/x` headers followed by @@ hunks)")
@@ -390,8 +391,7 @@ def apply_to_tree(run: RunRecord) -> Applied:
             work = Path(tmp) / "tree"
             work.mkdir()
             _copy_touched(run, root, work)
-            done = _git(["apply", "--whitespace=nowarn", "-"], work, run.patch.encode(),
-                        {"GIT_CEILING_DIRECTORIES": tmp})
+            done = hostgit.in_folder(work, ["apply", "--whitespace=nowarn", "-"], stdin=run.patch.encode())
             if done.returncode != 0:
                 raise PatchConflict(f"refusing to apply: `git apply` refused the patch for {run.repo}: "
                                     f"{_said(done)}. Nothing was written; apply it by hand to see why "
@@ -560,13 +560,12 @@ def _tree_changes(run: RunRecord, place: _Place, head: str) -> list[tuple[str, H
 
 
 def _place(repo: Path) -> _Place:
-    probe = _git(["rev-parse", "--is-inside-work-tree", "--show-toplevel", "--show-prefix"], repo)
-    lines = probe.stdout.decode("utf-8", "surrogateescape").splitlines()
-    if probe.returncode != 0:
+    found = hostgit.find_checkout(repo)
+    if found is None:
         return _Place(repo, "", False)
-    if not lines or lines[0] != "true" or len(lines) < 2:
+    if found.top is None:
         raise TaskError(f"{repo} is inside a .git folder; pass the project's folder, e.g. --repo ~/code/shop")
-    return _Place(Path(lines[1]), lines[2] if len(lines) > 2 else "", True)
+    return _Place(found.top, found.prefix, True)
 
 
 def _rev(cwd: Path, spec: str) -> str | None:
@@ -576,11 +575,10 @@ def _rev(cwd: Path, spec: str) -> str | None:
 
 def _git(args: list[str], cwd: Path, stdin: bytes = b"", env: dict[str, str] | None = None
          ) -> subprocess.CompletedProcess[bytes]:
-    """`git ARGS` in `cwd`, with no GIT_* variable of ours inherited (a stray GIT_DIR or GIT_INDEX_FILE
-    would point git elsewhere) and the harness's identity."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    return subprocess.run([*GIT_ON_HOST, *args], cwd=cwd, input=stdin, capture_output=True, timeout=300,
-                          env={**clean, **GIT_IDENTITY, **(env or {})})
+    """`git ARGS` in `cwd` through the harness's view of the repository holding it (`core.hostgit`: git
+    reads no config of the repository's, so it runs no program the repository names), with the
+    harness's identity."""
+    return hostgit.in_repository(cwd, args, stdin=stdin, env={**GIT_IDENTITY, **(env or {})})
 
 
 def _said(proc: subprocess.CompletedProcess[bytes]) -> str:

@@ -25,15 +25,14 @@ import fnmatch
 import os
 import shutil
 import stat
-import subprocess
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from harness import checks
-from harness.core import secret_scan
+from harness.core import hostgit, secret_scan
 from harness.core.secret_names import name_rule
-from harness.core.sources import GIT_ON_HOST, MAX_SOURCE_BYTES, MAX_SOURCE_FILES
+from harness.core.sources import MAX_SOURCE_BYTES, MAX_SOURCE_FILES
 from harness.errors import TaskError
 
 SKIP_DIRS = frozenset({
@@ -126,12 +125,11 @@ def select_files(root: Path, include: tuple[str, ...] = (), *, max_files: int = 
 
 def _git_files(root: Path) -> list[str] | None:
     """The paths under `root` that git tracks or would track, or None when `root` is not in a checkout."""
-    probe = subprocess.run([*GIT_ON_HOST, "-C", str(root), "rev-parse", "--is-inside-work-tree"],
-                           capture_output=True, text=True)
-    if probe.returncode != 0 or probe.stdout.strip() != "true":
+    found = hostgit.find_checkout(root)
+    if found is None or found.top is None:
         return None
-    listed = subprocess.run([*GIT_ON_HOST, "-C", str(root), "-c", "core.quotePath=false", "ls-files", "-z", "--cached",
-                             "--others", "--exclude-standard", "--deduplicate"], capture_output=True)
+    listed = hostgit.in_repository(root, ["-c", "core.quotePath=false", "ls-files", "-z", "--cached", "--others",
+                                          "--exclude-standard", "--deduplicate"])
     if listed.returncode != 0:
         raise TaskError(f"git could not list the files of {str(root)!r}: "
                         f"{listed.stderr.decode('utf-8', 'replace').strip()[:500]}")

@@ -25,6 +25,7 @@ from platformdirs import user_cache_dir
 from unidiff.patch import PatchSet
 
 from harness import checks
+from harness.core import hostgit
 from harness.errors import TaskError
 
 MAX_SOURCE_BYTES = 512 * 1024 * 1024
@@ -33,10 +34,6 @@ MAX_SOURCE_FILES = 100_000
 """Cap on a project's member count: the sandbox's `SandboxSpec.max_copy_files`."""
 
 GIT_APPLY = ("git", "apply", "--verbose", "--whitespace=nowarn", "-")
-GIT_ON_HOST = ("git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
-"""git on the host in a repository the harness did not make (the operator's, or one they were sent, whose
-`.git` came with it): its own config could name a program for git to run, `core.fsmonitor` (started by
-`ls-files` and `status`) or a hook (`update-ref` runs `reference-transaction`); these keep both off."""
 GIT_IDENTITY = {"GIT_AUTHOR_NAME": "harness", "GIT_AUTHOR_EMAIL": "harness@localhost",
                 "GIT_COMMITTER_NAME": "harness", "GIT_COMMITTER_EMAIL": "harness@localhost"}
 """Who the harness's own commits (baselines, exported task sources) are by, so git needs no user config."""
@@ -101,13 +98,13 @@ def checkout_commit(clone: Path, commit: str, dest: Path, root: Path) -> None:
     commit = checks.commit(commit, f"git clone {clone}")
     cap = MAX_SOURCE_BYTES + 1024 * MAX_SOURCE_FILES + (1 << 20)   # content, headers and padding
     with tempfile.TemporaryFile(dir=root) as spool:
-        proc = subprocess.Popen(["git", "-C", str(clone), "archive", "--format=tar", "--end-of-options", commit],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        assert proc.stdout is not None and proc.stderr is not None
-        over = _spool(proc.stdout, spool, cap)
-        if over:
-            proc.kill()
-        _, err = proc.communicate(timeout=600)
+        with hostgit.view(clone, work_tree=False) as repo:
+            proc = repo.popen(["archive", "--format=tar", "--end-of-options", commit])
+            assert proc.stdout is not None and proc.stderr is not None
+            over = _spool(proc.stdout, spool, cap)
+            if over:
+                proc.kill()
+            _, err = proc.communicate(timeout=600)
         if over:
             raise TaskError(_cap_message(f"base_commit {commit} of {clone}", f"{cap} bytes of archive"))
         if proc.returncode != 0:
@@ -120,7 +117,6 @@ def checkout_commit(clone: Path, commit: str, dest: Path, root: Path) -> None:
 
 
 DEFAULT_URL_TEMPLATE = "https://github.com/{repo}.git"
-_GIT_PROTOCOLS = "https:http:file:ssh:git"   # never ext:: (a transport that runs commands)
 
 
 def clone_url(template: str, repo: str) -> str:
@@ -150,20 +146,18 @@ def mirror_clone(repo: str, commit: str, template: str, progress: Callable[[str]
     root = checks.private_dir(cache_dir() / "clones")
     clone = checks.child(root, f"{checks.identifier(owner, 'repo')}__{checks.identifier(name, 'repo')}.git")
     url = clone_url(template, repo)
-    env = {**os.environ, "GIT_ALLOW_PROTOCOL": _GIT_PROTOCOLS, "GIT_TERMINAL_PROMPT": "0"}
     if not clone.is_dir():
         progress(f"cloning {url} into {clone} (once; later runs reuse it)")
-        _git_source(["git", "clone", "--bare", "--quiet", "--", url, str(clone)], env, repo, url)
-    has = subprocess.run(["git", "-C", str(clone), "cat-file", "-e", f"{commit}^{{commit}}"], env=env,
-                         capture_output=True)
-    if has.returncode != 0:
+        _git_source(["clone", "--bare", "--quiet", "--", url, str(clone)], repo, url)
+    if hostgit.in_repository(clone, ["cat-file", "-e", f"{commit}^{{commit}}"]).returncode != 0:
         progress(f"fetching {commit[:12]} of {repo} from {url}")
-        _git_source(["git", "-C", str(clone), "fetch", "--quiet", "--", url, commit], env, repo, url)
+        _git_source(["-C", str(clone), "fetch", "--quiet", "--", url, commit], repo, url)
     return clone
 
 
-def _git_source(cmd: list[str], env: dict[str, str], repo: str, url: str) -> None:
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
+def _git_source(args: list[str], repo: str, url: str) -> None:
+    """A clone or fetch from the operator's URL (`hostgit.remote_git`: no `ext::`, no prompt, no hook)."""
+    proc = hostgit.remote_git(args)
     if proc.returncode != 0:
         raise TaskError(f"could not get the source of {repo} from {url}: {proc.stderr.strip()[-600:]}; give "
                         "the sources with --repos DIR (tarballs <instance_id>.tar.gz or clones <owner>__<name>) "
@@ -227,12 +221,17 @@ def check_patch(root: Path, patch: str) -> PatchOutcome:
     if not patch.strip():
         return PatchOutcome(True, "empty patch: nothing to apply")
     data = patch if patch.endswith("\n") else patch + "\n"
-    env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(Path(root).resolve().parent)}
     said = []
     for cmd in ([*GIT_APPLY[:2], "--check", *GIT_APPLY[2:]], [*GNU_PATCH, "--dry-run"]):
         if shutil.which(cmd[0]) is None:
             continue
-        proc = subprocess.run(cmd, input=data, text=True, cwd=root, env=env, capture_output=True, timeout=120)
+        if cmd[0] == "git":     # the files of `root` as the work tree of a scratch repository (core.hostgit)
+            ran = hostgit.in_folder(root, cmd[1:], stdin=data.encode(), timeout=120)
+            proc = subprocess.CompletedProcess(cmd, ran.returncode, ran.stdout.decode("utf-8", "replace"),
+                                               ran.stderr.decode("utf-8", "replace"))
+        else:
+            proc = subprocess.run(cmd, input=data, text=True, cwd=root, capture_output=True, timeout=120,
+                                  env={**os.environ, "GIT_CEILING_DIRECTORIES": str(Path(root).resolve().parent)})
         said.append(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}".rstrip())
         if proc.returncode == 0:
             return PatchOutcome(True, "\n".join(said))

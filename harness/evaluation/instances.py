@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import subprocess
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness import checks
+from harness.core import hostgit
 from harness.core.sources import (
     DEFAULT_URL_TEMPLATE,
     GIT_IDENTITY,
@@ -276,16 +274,21 @@ def export_instances(tasks: list[Task], out: Path, repos: Path) -> list[dict[str
 
 def _archive(task: Task, tarball: Path) -> str:
     """Commit the task's files with fixed metadata (a reproducible base_commit) and archive them."""
-    env = {**os.environ, **GIT_IDENTITY,
-           "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z"}
-    with tempfile.TemporaryDirectory(prefix="harness-export-") as tmp:
-        git = ["git", "--git-dir", f"{tmp}/git", "--work-tree", str(task.repo_dir)]
-        for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "--no-gpg-sign", "-m", f"{task.id} base"]):
-            subprocess.run(git + args, env=env, check=True, capture_output=True)
-        commit = subprocess.run(git + ["rev-parse", "HEAD"], env=env, check=True, capture_output=True,
-                                text=True).stdout.strip()
-        archive = subprocess.run(git + ["archive", "--format=tar.gz", f"--prefix={task.id}/", "--end-of-options",
-                                        commit],
-                                 env=env, check=True, capture_output=True).stdout
+    env = {**GIT_IDENTITY, "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
+           "GIT_WORK_TREE": str(Path(task.repo_dir).resolve())}
+    with hostgit.scratch() as repo:      # a git dir and config the harness made: no driver, hook or signing
+        outputs = [_exported(repo, args, env, task) for args in (
+            ["add", "-A"], ["commit", "-q", "--no-gpg-sign", "--no-verify", "-m", f"{task.id} base"],
+            ["rev-parse", "HEAD"])]
+        commit = outputs[-1].decode().strip()
+        archive = _exported(repo, ["archive", "--format=tar.gz", f"--prefix={task.id}/", "--end-of-options", commit],
+                            env, task)
     checks.write_file(tarball, archive)
     return commit
+
+
+def _exported(repo: hostgit.GitView, args: list[str], env: dict[str, str], task: Task) -> bytes:
+    proc = repo.run(args, cwd=Path(env["GIT_WORK_TREE"]), env=env, timeout=600)
+    if proc.returncode != 0:
+        raise TaskError(f"exporting task {task.id}: `git {args[0]}` on {task.repo_dir} failed: {repo.said(proc)}")
+    return proc.stdout

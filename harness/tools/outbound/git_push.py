@@ -5,7 +5,6 @@ after approval, pushes the exact approved commit (never forced) to `approval.git
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 import tempfile
 import uuid
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config import Config
+from harness.core import hostgit
 from harness.errors import ToolArgumentsError, ToolError
 from harness.tools.base import ToolContext
 from harness.tools.outbound.action import OutboundAction, Prepared
@@ -23,8 +23,23 @@ MAX_BUNDLE_BYTES = 200 * 1024 * 1024
 
 
 def _git(*args: str, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=300)
+    """git on the workspace's commits in the harness's repository `cwd` (or on none). What the workspace
+    sent is data; it is read through a `core.hostgit` view, which reads no config at all (the operator's
+    neither), so no filter, diff or merge driver, signer or hook runs on the workspace's files."""
+    ran = (hostgit.in_repository(cwd, args, env={"GIT_ALLOW_PROTOCOL": "file"}) if cwd is not None
+           else hostgit.in_folder(Path(tempfile.gettempdir()), args))
+    return _checked(args, subprocess.CompletedProcess(ran.args, ran.returncode, ran.stdout.decode("utf-8", "replace"),
+                                                      ran.stderr.decode("utf-8", "replace")), check)
+
+
+def _remote(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """git talking to the operator's remote from the harness's repository `cwd`: the operator's config is
+    read (credentials), transports are limited, no prompt, no hook (`hostgit.remote_git`)."""
+    return _checked(args, hostgit.remote_git(["-C", str(cwd), *args], timeout=300), check)
+
+
+def _checked(args: tuple[str, ...], proc: subprocess.CompletedProcess[str], check: bool
+             ) -> subprocess.CompletedProcess[str]:
     if check and proc.returncode != 0:
         raise ToolError(f"git {' '.join(args[:2])} failed on the host (exit {proc.returncode}): "
                         f"{safe_text(proc.stderr.strip()[-1500:])}")
@@ -44,7 +59,7 @@ def _bundle_to_host(ctx: ToolContext, tmp: Path) -> Path:
         raise ToolError(f"the workspace's git bundle is {data.size} bytes, over the {MAX_BUNDLE_BYTES} byte limit")
     bundle, repo = tmp / "workspace.bundle", tmp / "repo.git"
     bundle.write_bytes(data.data)
-    _git("init", "--bare", "-q", str(repo))
+    _remote("init", "--bare", "-q", "--template=", str(repo), cwd=tmp)
     _git("fetch", "-q", str(bundle), "+refs/heads/*:refs/heads/*", cwd=repo)
     return repo
 
@@ -79,10 +94,10 @@ def _prepare_with(config: Config) -> Any:
 
 def _remote_tip(repo: Path, url: str, branch: str) -> str | None:
     """The remote branch's commit, fetched into `repo` (None when the branch is new)."""
-    listed = _git("ls-remote", "--end-of-options", url, f"refs/heads/{branch}", cwd=repo).stdout.split()
+    listed = _remote("ls-remote", "--end-of-options", url, f"refs/heads/{branch}", cwd=repo).stdout.split()
     if not listed:
         return None
-    _git("fetch", "-q", "--end-of-options", url, f"+refs/heads/{branch}:refs/remotes/target/{branch}", cwd=repo)
+    _remote("fetch", "-q", "--end-of-options", url, f"+refs/heads/{branch}:refs/remotes/target/{branch}", cwd=repo)
     return listed[0]
 
 
@@ -123,7 +138,7 @@ def _execute_with(config: Config) -> Any:
                 raise ToolError(f"the approved commit {args['commit'][:12]} is no longer in the workspace; "
                                 "nothing was pushed")
             refspec = f"{args['commit']}:refs/heads/{args['branch']}"
-            pushed = _git("push", "--porcelain", "--end-of-options", url, refspec, cwd=repo, check=False)
+            pushed = _remote("push", "--porcelain", "--end-of-options", url, refspec, cwd=repo, check=False)
         if pushed.returncode != 0:
             raise ToolError(f"git push to {safe_ident(args['remote'])}/{safe_ident(args['branch'])} was refused (exit "
                             f"{pushed.returncode}): {safe_text(pushed.stderr.strip()[-1500:])}")
