@@ -23,7 +23,6 @@ package's `static/` folder; nothing is loaded from anywhere else.
 from __future__ import annotations
 
 import hmac
-import json
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
@@ -42,7 +41,7 @@ from harness.approval.records import UnknownRequest
 from harness.errors import ApprovalError, HarnessError
 from harness.tools.outbound.preview import safe_ident, safe_text
 from harness.web import runs, steps
-from harness.web.records import NotFound
+from harness.web.records import Damaged, NotFound, parse_json
 from harness.web.runs import Roots
 from harness.web.sessions import Session, Sessions
 from harness.web.steps import Trajectories
@@ -55,6 +54,7 @@ SECURITY_HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-frame-optio
                     (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"),
                     (b"cache-control", b"no-store")]
 VIEWS = ("runs", "approvals")
+DECISION_CAP = 65_536         # bytes of a POST /api/decide body
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -189,12 +189,18 @@ def make_app(console: Console) -> Starlette:
                     "history": [request_view(r) for r in q.requests() if r.status != "pending"][:100]}
 
     async def decide(request: Request) -> Response:
+        raw = b""
+        async for chunk in request.stream():                 # read up to the cap, never the whole body
+            raw += chunk
+            if len(raw) > DECISION_CAP:
+                return _error(413, f"a decision body is at most {DECISION_CAP:,} bytes; expected "
+                                   '{"id": 3, "decision": "approve", "reason": "", "hash": "..."}')
         try:
-            body = json.loads((await request.body())[:65536])
+            body = parse_json(raw, "the decision body")
             approve = {"approve": True, "deny": False}[body["decision"]]
             request_id, reason, seen = int(body["id"]), str(body.get("reason", ""))[:2000], str(body["hash"])
-        except (ValueError, KeyError, TypeError) as exc:
-            return _error(400, f"bad decision body ({exc}); expected "
+        except (Damaged, ValueError, KeyError, TypeError) as exc:
+            return _error(400, f"bad decision body ({safe_text(str(exc))[:300]}); expected "
                                '{"id": 3, "decision": "approve", "reason": "", "hash": "..."}')
         who = f"web:{request.client.host if request.client else '?'}"
         try:

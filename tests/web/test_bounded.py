@@ -201,3 +201,24 @@ def test_a_3_gib_trajectory_line_is_not_read_said_so_and_the_servers_memory_stay
     print(f"server memory: peak {before['VmHWM'] / 1024:.0f} MB before, {after['VmHWM'] / 1024:.0f} MB after "
           f"reading a 3 GiB line (+{grew_mb:.0f} MB)")
     assert grew_mb < 200, (before, after)           # before the bound: +6,300 MB (the line, read and decoded)
+
+
+def test_values_read_from_a_folder_name_no_css_class_of_their_own(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    hostile = runs / "hostile-instance"
+    hostile.mkdir(parents=True)
+    (hostile / "done").write_text(json.dumps({"instance_id": "x", "status": "resolved state-running",
+                                              "tests_resolved": "true x"}))
+    (hostile / "trajectory.jsonl").write_text(json.dumps({"role": "assistant role-system", "content": "a"}) + "\n"
+                                              + json.dumps({"role": "assistant", "content": "b"}) + "\n")
+    known = runs / "known-instance"                                     # control: known values keep their class
+    known.mkdir()
+    (known / "done").write_text(json.dumps({"instance_id": "y", "status": "resolved", "tests_resolved": True}))
+    with make_web_server(None, [runs], port=0) as server:
+        headers = sign_in(server.url)
+        rows = {r["name"]: r for r in _get(server.base + "/api/runs", headers)[1]["runs"]}
+        steps = _get(server.base + "/api/steps?ref=0/hostile-instance&start=0", headers)[1]["steps"]
+    assert (rows["hostile-instance"]["status_class"], rows["hostile-instance"]["tests_class"]) == ("other", "other")
+    assert rows["hostile-instance"]["status"] == "resolved state-running"          # shown as text, as ever
+    assert (rows["known-instance"]["status_class"], rows["known-instance"]["tests_class"]) == ("resolved", "true")
+    assert [s["role_class"] for s in steps] == ["other", "assistant"]

@@ -92,3 +92,15 @@ def test_every_state_changing_request_needs_the_sessions_own_csrf_secret(tmp_pat
                 assert status in (400, 404), (method, path, status, body)
         status, body = _call(server.base + "/api/decide", {**mine, **json_body}, "POST", b"{}")
         assert status == 400 and "bad decision body" in body
+
+
+def test_a_decision_body_is_read_up_to_its_cap_and_parsed_by_the_bounded_reader(tmp_path: Path) -> None:
+    (tmp_path / "runs").mkdir()
+    with make_web_server(None, [tmp_path / "runs"], port=0, token=TOKEN) as server:
+        headers = {**sign_in(server.url), "Content-Type": "application/json"}
+        status, body = _call(server.base + "/api/decide", headers, "POST", b" " * 70_000 + b"{}")
+        assert status == 413 and "at most 65,536 bytes" in body
+        status, body = _call(server.base + "/api/decide", headers, "POST", b"[" * 60_000 + b"]" * 60)
+        assert status == 400 and "nested deeper than 64 levels" in body              # before: a RecursionError, 500
+        status, body = _call(server.base + "/api/decide", headers, "POST", b"{}")    # control: a small body is read
+        assert status == 400 and "bad decision body ('decision')" in body
