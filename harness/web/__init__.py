@@ -1,7 +1,9 @@
 """The web console (`harness web`): runs, trajectories, patches, evaluation reports and approvals.
 
-`app` is the ASGI app and its guard (sign-in, Host/Origin/CSRF checks, security headers), `runs`
-reads run and evaluation folders into escaped views, `server` binds and serves. See docs/web.md.
+`app` is the ASGI app and its guard (sign-in, Host/Origin/CSRF checks, security headers), `sessions`
+the sign-in sessions, `records` the one open call and the one bounded reader of every record, `runs`
+reads run and evaluation folders into escaped views (a damaged one as such), `steps` pages
+trajectories, `server` binds and serves. See docs/web.md.
 """
 
 from harness.web.app import Console, make_app

@@ -3,9 +3,10 @@ trajectories inside them, as JSON-ready views.
 
 Everything read here was written by a model or by an input file at some point, so every string of
 every view passes through `safe_tree` (the project's one escaping rule, `safe_text`) before it
-leaves; the page then sets it as text, never as markup. Files are opened without following links,
-only when they are regular files, and read up to a cap: a planted link or fifo, or a gigabyte of
-test output, cannot make the console read what it should not or stall.
+leaves; the page then sets it as text, never as markup. Files are opened and records parsed by the
+one bounded reader (harness.web.records): a planted link or fifo, a gigabyte of test output or a
+record nested 200,000 deep cannot make the console read what it should not, stall or fail; a record
+that cannot be read makes its folder's row `damaged`, with why, and the other folders are listed.
 
 A run is a folder holding `trajectory.jsonl` or `result.json`; an evaluation is a folder holding
 `run.json` and `report.json` or `instances/`. They are found below the console's roots (by default
