@@ -117,3 +117,26 @@ def test_a_repository_of_a_newer_format_is_refused_with_what_is_read(tmp_path: P
     with pytest.raises(TaskError, match="repositoryformatversion '2'; the harness reads versions 0 and 1"):
         with hostgit.view(repo):
             pass
+
+
+def test_the_selection_through_a_view_is_what_plain_git_lists(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = armed(tmp_path, "fsmonitor")
+    home = tmp_path / "home"
+    (home / ".config" / "git").mkdir(parents=True)
+    (home / ".config" / "git" / "ignore").write_text("*.swp\n")            # the operator's own ignore file
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    (repo / ".gitignore").write_text("build/\n")
+    (repo / ".git" / "info" / "exclude").write_text("local.txt\n")
+    for rel in ("build/out.bin", "local.txt", "shop/.cart.py.swp", "shop/new.py", "docs/a b.md", "café.txt"):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text("x\n")
+    env = {**corpus.clean_env(), "HOME": str(home)}
+    for root in (repo, repo / "shop"):
+        listed = git(root, "-c", "core.fsmonitor=false", "-c", "core.quotePath=false", "ls-files", "-z", "--cached",
+                     "--others", "--exclude-standard", "--deduplicate", env=env).stdout.split("\0")
+        assert select_files(root).files == sorted(p for p in listed if p)
+    assert "shop/new.py" in select_files(repo).files and "local.txt" not in select_files(repo).files
+    assert "shop/.cart.py.swp" not in select_files(repo).files
+    assert marks(tmp_path) == set()

@@ -37,6 +37,7 @@ Raises `TaskError` for a repository the views cannot serve (an unknown format, a
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -170,6 +171,11 @@ def _base_env(view_dir: Path) -> dict[str, str]:
 def _operator_excludes() -> str | None:
     """The operator's own ignore file (core.excludesFile of their global config, else git's default
     ~/.config/git/ignore), read as patterns; nothing else of their config is used on a repository."""
+    return _excludes_of(os.environ.get("HOME", ""), os.environ.get("XDG_CONFIG_HOME", ""))
+
+
+@functools.lru_cache(maxsize=8)
+def _excludes_of(home: str, xdg_config: str) -> str | None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     with tempfile.TemporaryDirectory(prefix="harness-git-") as tmp:
         proc = subprocess.run(["git", "config", "--global", "--path", "--get", "core.excludesFile"], cwd=tmp,
