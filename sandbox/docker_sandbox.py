@@ -22,6 +22,7 @@ from typing import Any
 import docker
 
 from sandbox import copy as copying
+from sandbox.agent_sweep import SweepReport, end_agent_processes
 from sandbox.api import WORKDIR, ExecResult, FileData, SandboxSpec, WriteOutcome
 from sandbox.channel import Channel
 from sandbox.deployment.docker import BASE_ENV, IDLE_UID, DockerDeployment, container_options
@@ -42,6 +43,7 @@ class DockerSandbox:
         self.session = spec.session
         self.deployment = DockerDeployment(spec, client)
         self.runtime: ChannelRuntime | None = None
+        self.last_sweep: SweepReport | None = None   # what the last sweep before a channel restart did
 
     @property
     def container(self) -> Any:
@@ -110,7 +112,8 @@ class DockerSandbox:
         self.deployment.start()
         try:
             env = {**self._image_env(), **BASE_ENV, **self.spec.env}
-            self.runtime = ChannelRuntime(lambda: self.deployment.open_channel(env), env)
+            self.runtime = ChannelRuntime(lambda: self.deployment.open_channel(env), env,
+                                          clear=self._end_agent_processes)
         except BaseException:
             self.close()
             raise
@@ -177,10 +180,24 @@ class DockerSandbox:
         self.deployment.stop()
 
     def restart_channel(self) -> None:
-        """Start a new channel; the old server, if it still exists (stopped, hung), is killed."""
+        """Start a new channel once every process of the agent, the old server included (dead, stopped,
+        hung), was killed from outside the container and none is left (`sandbox.agent_sweep`).
+
+        Raises:
+            SandboxError: the sandbox is closed, or some process of the agent survived (then no server is
+                started and the sandbox is not used again).
+            ChannelError: the new server did not start.
+        """
         if self.container is None or self.runtime is None:
             raise SandboxError("the sandbox is closed; start a new one")
         self.runtime.restart()
+
+    def _end_agent_processes(self) -> SweepReport:
+        """Before a new channel server starts: end every process of the agent from outside, and prove it."""
+        if self._client is None or self.container is None:
+            raise SandboxError("the sandbox is closed; start a new one")
+        self.last_sweep = end_agent_processes(self._client, self.container.id)
+        return self.last_sweep
 
     def _live(self) -> ChannelRuntime:
         if self.runtime is None:

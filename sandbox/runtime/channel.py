@@ -23,27 +23,42 @@ A = TypeVar("A")
 class ChannelRuntime:
     """Commands and files of one running sandbox, through one exec channel at a time."""
 
-    def __init__(self, connect: Callable[[], Channel], env: dict[str, str]) -> None:
-        """Open the first channel with `connect`; `env` is the environment every command starts from.
+    def __init__(self, connect: Callable[[], Channel], env: dict[str, str],
+                 clear: Callable[[], object] | None = None) -> None:
+        """Open the first channel with `connect`; `env` is the environment every command starts from;
+        `clear` runs before every later channel starts, and must end every process of the agent's user and
+        prove it, or raise (`sandbox.agent_sweep.end_agent_processes`; None: nothing to clear, as in a
+        runtime whose processes end with their channel).
 
         Raises:
             ChannelError: the channel server did not start.
         """
         self._connect = connect
+        self.clear = clear
         self.env = dict(env)
+        self.refused = ""   # why no new channel was started, once clearing failed: the runtime is done
         self.channel: Channel | None = connect()
 
     def restart(self) -> None:
-        """Open a new channel; the old server, if it still exists (stopped, hung), is killed."""
-        old_pid = None
+        """Open a new channel once `clear` has ended every process of the agent, the old server (dead,
+        stopped or hung) included: no process of the old channel's era sees the new server start.
+
+        Raises:
+            SandboxError: clearing failed (some process survived); no channel is started, now or later.
+            ChannelError: the new server did not start.
+        """
+        if self.refused:
+            raise SandboxError(self.refused)
         if self.channel is not None:
-            old_pid = self.channel.server_pid
             self.channel.close()
             self.channel = None
+        if self.clear is not None:
+            try:
+                self.clear()
+            except SandboxError as exc:
+                self.refused = f"the exec channel was not restarted: {exc}"
+                raise SandboxError(self.refused) from exc
         self.channel = self._connect()
-        if old_pid is not None:
-            self.channel.call(protocol.ExecRequest(command=f"kill -KILL {old_pid} 2>/dev/null", timeout=10,
-                                                   env=self.env))
 
     def close(self) -> None:
         if self.channel is not None:
@@ -108,6 +123,8 @@ class ChannelRuntime:
 
     def _call(self, request: protocol.Request, where: str,
               timeout: float | None = 60.0) -> protocol.Answer:
+        if self.refused:
+            raise SandboxError(self.refused)
         if self.channel is None:
             raise ChannelClosed("the exec channel is not running; call restart_channel()")
         answer = self.channel.call(request, timeout)

@@ -6,7 +6,8 @@ is no network in the sandbox; the host reaches it through the stdin/stdout of a 
 image ships this package and the protocol module as /opt/harness/channel/sandbox/..., with
 `__main__.py` at /opt/harness/channel/ so that `python3 -I -S -u /opt/harness/channel` runs it.
 
-- serve.py: the request loop, the dispatch of operations, the non-dumpable guard;
+- guard.py: the non-dumpable guard, put up before anything else (`__main__.py` calls it first);
+- serve.py: the request loop, the dispatch of operations;
 - loop.py: `exec`: spawn, the read loop over the command's pipes, timeout;
 - capture.py: one output stream kept in bounded pieces (head, tail, error lines, saved file);
 - processes.py: the leftover sweep and the bash started ahead for the next command;

@@ -4,7 +4,7 @@ start the bash for the next command. One request at a time.
 Frames come over the exec's stdin and stdout until the host asks, over them, to attach to a unix
 socket it listens on (`AttachRequest`): then over that socket, which skips the Docker daemon's copy of
 every byte. The request can only come over stdin, which no other process of the container can write
-to (this process is undumpable, see `make_undumpable`)."""
+to (this process is undumpable, see `sandbox.server.guard`)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from sandbox import _protocol as p
 from sandbox.server import files
+from sandbox.server.guard import make_undumpable
 from sandbox.server.loop import run_command
 from sandbox.server.processes import Sweep, WaitingShell
 
@@ -52,21 +53,6 @@ class Server:
         return p.answer_to_dict(answer)
 
 
-def make_undumpable() -> bool:
-    """PR_SET_DUMPABLE 0: the agent (same user) can no longer open this process's /proc files.
-
-    Without it a command could write forged answers into /proc/<this pid>/fd/1 (the host would take
-    them for the channel's) or rewrite this process through /proc/<pid>/mem. Commands are not
-    affected: exec() makes each of them dumpable again.
-    """
-    try:
-        import ctypes  # noqa: PLC0415 - only here: the server's one use of it
-        libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(4, 0, 0, 0, 0) == 0)   # PR_SET_DUMPABLE, SUID_DUMP_DISABLE
-    except (OSError, AttributeError, ImportError):
-        return False
-
-
 def attach(req: p.AttachRequest) -> tuple[socket.socket | None, p.AttachAnswer]:
     """Connect to the host's socket and identify this end with the token; the socket, or None and why not."""
     import socket  # noqa: PLC0415 - only a server that attaches pays for it
@@ -82,13 +68,16 @@ def attach(req: p.AttachRequest) -> tuple[socket.socket | None, p.AttachAnswer]:
     return sock, p.AttachAnswer(attached=True)
 
 
-def main() -> int:
+def main(guarded: bool | None = None) -> int:
+    """Serve until the host closes the channel; `guarded`: whether `guard.make_undumpable` succeeded
+    already (`__main__` calls it first of all), None: call it now."""
+    if guarded is None:
+        guarded = make_undumpable()
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    guarded = make_undumpable()
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     server = Server()
-    server.sweep.kill_leftovers()   # orphans of a channel that died
+    server.sweep.kill_leftovers()   # none: the host ended every process of the agent before this start
     p.write_frame(stdout, p.answer_to_dict(p.Hello(ready=True, pid=server.sweep.me, guarded=guarded)))
     reader: IO[bytes] = stdin
     writer: IO[bytes] = stdout
