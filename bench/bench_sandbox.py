@@ -1,6 +1,6 @@
 """Sandbox benchmark: shell round trip vs `docker exec`, start/teardown, and 1 GiB of output.
 
-    .venv/bin/python bench/bench_sandbox.py [--rounds 200] [--quick] [--image TAG]
+    .venv/bin/python bench/bench_sandbox.py [--rounds 200] [--quick] [--image TAG] [--lifecycle N]
 
 Prints p50/p95 of one trivial command (`true`) through the harness `bash` tool (channel, capture
 and observation formatting included), back to back and 50 ms apart (the channel starts the next
@@ -9,9 +9,10 @@ command's bash after answering, which a model's thinking time always covers), an
 link and, as the baseline of the same run, over the exec stream (`direct_channel=False`); through the
 `docker exec` CLI and docker-py's `exec_run`; the floors in the container (starting bash, a started
 bash, a pipe round trip back to back and 50 ms apart); start-to-ready and teardown of a sandbox
-against docker-py's start of the same container; and for 1 GiB of output through the `bash` tool: throughput, the
-harness's extra peak memory (measured in a child process, so earlier work does not hide it) and
-the channel server's peak memory in the container.
+against docker-py's start of the same container, and against the same start without its lifeline
+(alternately, in the same run; `--lifecycle N` measures only these); and for 1 GiB of output
+through the `bash` tool: throughput, the harness's extra peak memory (measured in a child process,
+so earlier work does not hide it) and the channel server's peak memory in the container.
 Each figure is printed with its target from the sandbox issue.
 """
 
@@ -223,20 +224,30 @@ def _process_starts(box: DockerSandbox) -> dict[str, dict[str, float]]:
     return rows
 
 
+def _start_to_ready(image: str, tied: bool) -> tuple[float, float]:
+    """One sandbox's start to its first command's answer, and its teardown, in seconds."""
+    box = DockerSandbox(_spec(image))
+    box.deployment.tied = tied
+    started = time.perf_counter()
+    box.start()
+    box.exec("true", timeout=10)
+    ready = time.perf_counter() - started
+    started = time.perf_counter()
+    box.close()
+    return ready, time.perf_counter() - started
+
+
 def lifecycle(image: str, rounds: int) -> dict[str, dict[str, float]]:
-    print("sandbox lifecycle (image built, no project files):")
+    print("sandbox lifecycle (image built, no project files); with and without the lifeline, alternately:")
     DockerSandbox(_spec(image)).__enter__().close()   # warm the reaper and the image cache
-    ready, teardown, bare = [], [], []
+    ready, teardown, untied, bare = [], [], [], []
     client = docker.from_env()
     for _ in range(rounds):
-        box = DockerSandbox(_spec(image))
-        started = time.perf_counter()
-        box.start()
-        box.exec("true", timeout=10)
-        ready.append(time.perf_counter() - started)
-        started = time.perf_counter()
-        box.close()
-        teardown.append(time.perf_counter() - started)
+        for tied in (True, False):
+            up, down = _start_to_ready(image, tied)
+            (ready if tied else untied).append(up)
+            if tied:
+                teardown.append(down)
         # the baseline: docker-py's create and start of the same container, hardening included
         options = container_options(_spec(image))
         started = time.perf_counter()
@@ -244,12 +255,15 @@ def lifecycle(image: str, rounds: int) -> dict[str, dict[str, float]]:
         bare.append(time.perf_counter() - started)
         container.remove(force=True, v=True)
     rows = {"start_to_ready": _row("start to ready (first command run)", ready),
+            "start_to_ready_untied": _row("the same without the lifeline", untied),
             "docker_run": _row("docker run of it (docker-py, started)", bare),
             "teardown": _row("teardown (container removed)", teardown)}
     p50, run = rows["start_to_ready"]["p50_ms"], rows["docker_run"]["p50_ms"]
     print(f"  => start-to-ready p50 {p50:.0f} ms (goal <= 250 ms: {'met' if p50 <= 250 else 'NOT met'}), "
           f"{p50 / run:.2f}x a docker run of the same container ({run:.0f} ms; the rest is the channel "
           f"server's exec and start, and the first command)")
+    print(f"  => the lifeline: start-to-ready p50 {p50 / rows['start_to_ready_untied']['p50_ms']:.3f}x the "
+          f"same start without it (goal: not slower)")
     return rows
 
 
@@ -307,6 +321,8 @@ def main() -> int:
     parser.add_argument("--image", default=None,
                         help="measure this sandbox image instead of the current one (an earlier build, to compare)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
+    parser.add_argument("--lifecycle", type=int, default=0, metavar="N",
+                        help="only the lifecycle figures, over N rounds (with and without the lifeline)")
     parser.add_argument("--one-gib-child", metavar="IMAGE", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one_gib_child:
@@ -314,8 +330,13 @@ def main() -> int:
         return 0
     image = args.image or ensure_image(python="3.11")
     print(f"image {image}; {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+    if args.lifecycle:
+        figures: dict[str, object] = {"image": image, "lifecycle": lifecycle(image, args.lifecycle)}
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=2))
+        return 0
     rounds = 40 if args.quick else args.rounds
-    figures: dict[str, object] = {"image": image, "round_trip": round_trips(image, rounds)}
+    figures = {"image": image, "round_trip": round_trips(image, rounds)}
     print()
     figures["lifecycle"] = lifecycle(image, 5 if args.quick else 10)
     if not args.quick:

@@ -38,6 +38,7 @@ from docker.models.containers import Container
 from harness.environments.errors import EnvironmentBuildError
 from harness.environments.venv import INSTANCE_DIR, LAYER_DIR, LAYER_SCRIPT, PROJECT_ARCHIVE, VENV
 from sandbox import copy as copying
+from sandbox.deployment.lifeline import start_tied
 from sandbox.reaper import owner_labels
 
 MAX_BYTES = 1 << 30          # the project as packed for the build, at most
@@ -63,8 +64,9 @@ def build_instance(client: docker.DockerClient, env_tag: str, tag: str, repo_dir
         raise EnvironmentBuildError(f"packing {repo_dir} for the instance build failed: {exc}") from exc
     session = f"envbuild-{uuid.uuid4().hex[:8]}"
     try:
-        container = client.containers.create(
-            env_tag, command=["sleep", "infinity"], user="1000:1000", working_dir="/workspace",
+        # started on its lifeline: it ends with this process, however this process ends
+        container, lifeline = start_tied(
+            client, env_tag, user="1000:1000", working_dir="/workspace",
             # DAC_READ_SEARCH serves only the root-run layer script (reading what the build's user wrote, a
             # file of mode 0600 included); the build's own processes run as 1000, without capabilities
             network_mode="none", cap_drop=["ALL"], cap_add=["DAC_READ_SEARCH"],
@@ -76,7 +78,6 @@ def build_instance(client: docker.DockerClient, env_tag: str, tag: str, repo_dir
         raise EnvironmentBuildError(f"creating the build container of {tag} on {env_tag} failed: {exc}") from exc
     try:
         t1 = time.monotonic()
-        container.start()
         if not (container.put_archive("/opt/harness", _project_tar(packed))
                 and container.put_archive(INSTANCE_DIR, _steps_tar(files))):
             raise EnvironmentBuildError(f"copying the project into the build container of {tag} failed")
@@ -102,6 +103,7 @@ def build_instance(client: docker.DockerClient, env_tag: str, tag: str, repo_dir
             container.remove(force=True)
         except docker.errors.NotFound:
             pass
+        lifeline.close()
 
 
 def _layer_step(container: Container, tag: str, step: str) -> str:

@@ -17,10 +17,12 @@ from typing import Any
 
 import docker
 import docker.errors
+import requests
 from docker.types import LogConfig, Mount, Ulimit
 
 from sandbox.api import AGENT_UID, WORKDIR, Limits, SandboxSpec
 from sandbox.channel import Channel
+from sandbox.deployment.lifeline import UNTIED_COMMAND, Lifeline, start_tied
 from sandbox.docker_client import client_or_default
 from sandbox.errors import ImageError, SandboxError
 from sandbox.reaper import links_root, owner_labels, reap
@@ -101,7 +103,8 @@ def container_options(spec: SandboxSpec) -> dict[str, Any]:
 
 
 class DockerDeployment:
-    """One sandbox container: started idle (`sleep infinity` under Docker's init), removed by `stop()`."""
+    """One sandbox container: started idle under Docker's init, on its lifeline (it ends with this process),
+    removed by `stop()`."""
 
     def __init__(self, spec: SandboxSpec, client: docker.DockerClient | None = None) -> None:
         self.spec = spec
@@ -109,6 +112,10 @@ class DockerDeployment:
         self.container: Any = None
         self.link: Path | None = None   # the host end of the channel's link folder, when mounted
         self.link_refused = ""          # why there is none, when one was wanted
+        # the container ends with this process (`sandbox.deployment.lifeline`); False: it idles until
+        # removed (what a benchmark compares against)
+        self.tied = True
+        self.lifeline: Lifeline | None = None
 
     def start(self) -> None:
         """Create and start the container; the first start in a process reaps leftovers of dead ones.
@@ -142,8 +149,7 @@ class DockerDeployment:
                 self.link_refused = f"no link folder: {exc}"
         mounts = [Mount(target=LINK_DIR, source=str(self.link), type="bind", read_only=True)] if self.link else []
         try:
-            self.container = self.client.containers.run(self.spec.image, ["sleep", "infinity"], detach=True,
-                                                         mounts=mounts, **options)
+            self._run(self.client, options, mounts)
         except docker.errors.APIError as exc:
             self._remove_link()
             if not mounts or "bind source path does not exist" not in str(exc):
@@ -153,8 +159,16 @@ class DockerDeployment:
             _links_refused = str(exc)
             self.link_refused = f"the daemon cannot bind this machine's folders: {exc}"
             options["name"] = f"{options['name']}-x"
-            self.container = self.client.containers.run(self.spec.image, ["sleep", "infinity"], detach=True,
-                                                         **options)
+            self._run(self.client, options, [])
+
+    def _run(self, client: docker.DockerClient, options: dict[str, Any], mounts: list[Mount]) -> None:
+        """Create and start the container: tied to this process by its lifeline (`sandbox.deployment.lifeline`),
+        or, with `tied` false, idle on `sleep infinity` until `stop()` or a reaper removes it."""
+        if self.tied:
+            self.container, self.lifeline = start_tied(client, self.spec.image, mounts=mounts, **options)
+        else:
+            self.container = client.containers.run(self.spec.image, UNTIED_COMMAND, detach=True, mounts=mounts,
+                                                    **options)
 
     def _remove_link(self) -> None:
         if self.link is not None:
@@ -169,12 +183,26 @@ class DockerDeployment:
         try:
             self.container.remove(force=True, v=True)
         except docker.errors.NotFound:
-            pass
+            pass   # auto-removed already (it stopped), or a reaper's
         except docker.errors.APIError as exc:
-            if exc.status_code != 409:   # 409: a reaper is already removing it
+            if exc.status_code != 409:   # 409: its auto-removal or a reaper is already removing it
                 raise
+            self._wait_removed()
         self.container = None
+        if self.lifeline is not None:
+            self.lifeline.close()
+            self.lifeline = None
         self._remove_link()
+
+    def _wait_removed(self) -> None:
+        """Wait (30 s at most) until a removal under way elsewhere has removed the container."""
+        try:
+            self.container.wait(condition="removed", timeout=30)
+        except docker.errors.NotFound:
+            pass   # removed already
+        except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+            raise SandboxError(f"the container {self.container.name} was being removed and is still there after "
+                               f"30 s ({exc}); `harness sandbox reap` removes it") from exc
 
     def alive(self) -> bool:
         """Whether the container exists and runs (asks the daemon)."""

@@ -13,7 +13,8 @@ from sandbox.docker_sandbox import DockerSandbox
 from sandbox.errors import ChannelClosed
 from tests.sandbox.conftest import processes
 
-BASELINE = {"docker-init", "sleep", "python3"}   # init, the container's `sleep infinity`, the channel
+# init, the container's main process (`cat` reading its lifeline), the channel
+BASELINE = {"docker-init", "cat", "python3"}
 
 
 def _names(box: DockerSandbox) -> list[str]:
@@ -22,8 +23,8 @@ def _names(box: DockerSandbox) -> list[str]:
 
 def _assert_only_baseline(box: DockerSandbox) -> None:
     procs = processes(box)
-    assert sorted(line.split()[1] for line in procs) == ["docker-init", "python3", "sleep"], procs
-    assert any("sleep infinity" in p for p in procs)
+    assert sorted(line.split()[1] for line in procs) == ["cat", "docker-init", "python3"], procs
+    assert any(p.endswith(" cat cat") for p in procs), procs
 
 
 def test_only_init_the_main_process_and_the_channel_run_between_commands(sandbox: DockerSandbox) -> None:
@@ -101,7 +102,7 @@ def test_exit_codes_and_signals_are_reported(sandbox: DockerSandbox) -> None:
 
 
 def test_the_agent_cannot_stop_the_container_by_signalling_init_or_the_main_process(sandbox: DockerSandbox) -> None:
-    result = sandbox.exec("kill -TERM 1; kill -KILL 1; pkill -x sleep; echo done", timeout=10)
+    result = sandbox.exec("kill -TERM 1; kill -KILL 1; pkill -x cat; echo done", timeout=10)
     assert "kill: (1) - Operation not permitted" in result.stderr.text
     assert "pkill: killing pid" in result.stderr.text and "Operation not permitted" in result.stderr.text
     assert result.stdout.text == "done\n"
