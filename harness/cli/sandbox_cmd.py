@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 
-from harness.cli.common import print_safe, stderr_progress
+from harness.cli.common import EXIT_USAGE, print_safe, stderr_progress
 from sandbox.docker_client import client_or_default
 from sandbox.images import PYTHON_RELEASES, ensure_image, prune
-from sandbox.reaper import reap
+from sandbox.reaper import reap, reap_all
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,8 +24,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     b.add_argument("--force", action="store_true", help="rebuild even when an up-to-date image exists")
     b.set_defaults(func=_build)
     r = actions.add_parser("reap", help="remove containers left by crashed harness runs")
-    r.add_argument("--all", action="store_true", help="remove every harness container, even of live runs")
-    r.add_argument("--json", action="store_true", help="print the removed names as JSON")
+    r.add_argument("--all", action="store_true",
+                   help="remove every harness container but those whose owner process is alive (named)")
+    r.add_argument("--force", action="store_true", help="with --all: remove those of live owners too")
+    r.add_argument("--json", action="store_true",
+                   help="print the removed names as JSON (with --all: {removed, spared})")
     r.set_defaults(func=_reap)
     pr = actions.add_parser("prune", help="remove sandbox and environment images the present sources no longer use")
     pr.add_argument("--dry-run", action="store_true", help="only list what would be removed")
@@ -40,11 +44,30 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _reap(args: argparse.Namespace) -> int:
-    removed = reap(client_or_default(), everything=args.all)
+    if args.force and not args.all:
+        print_safe(sys.stderr, "harness sandbox reap: --force goes with --all (remove even the containers of live "
+                               "owners), e.g. `harness sandbox reap --all --force`")
+        return EXIT_USAGE
+    if not args.all:
+        removed = reap(client_or_default())
+        if args.json:
+            print(json.dumps(removed))
+        else:
+            print_safe(sys.stdout, f"removed {len(removed)}: {', '.join(removed)}" if removed else "nothing to remove")
+        return 0
+    result = reap_all(client_or_default(), force=args.force)
     if args.json:
-        print(json.dumps(removed))
-    else:
-        print_safe(sys.stdout, f"removed {len(removed)}: {', '.join(removed)}" if removed else "nothing to remove")
+        print(json.dumps({"removed": result.removed, "spared": [asdict(s) for s in result.spared]}))
+        return 0
+    removed = result.removed
+    print_safe(sys.stdout, f"removed {len(removed)}: {', '.join(removed)}" if removed else "nothing to remove")
+    if result.spared:
+        count = sum(len(s.containers) for s in result.spared)
+        print_safe(sys.stdout, f"spared {count} container(s) of {len(result.spared)} live owner process(es) "
+                               "(--all --force removes them too):")
+        for owner in result.spared:
+            print_safe(sys.stdout, f"  pid {owner.pid} ({owner.command or 'command line unreadable'}): "
+                                   f"{', '.join(owner.containers)}")
     return 0
 
 
