@@ -50,6 +50,19 @@ class ToolsConfig:
     edit_context_lines: int = 3   # lines shown around a change in an edit's result
     lint_python: bool = True      # refuse Python edits that add pyflakes errors
     prewarm_index: bool = True    # analyse the project for find_code from the host's copy while a session starts
+    find_code_bm25: bool = True   # find_code's lexical retriever (BM25)
+    find_code_dense: bool = True  # its dense retriever (needs harness[retrieval]; BM25 alone without it)
+    find_code_rerank: bool = False  # re-read the fused top 10 with the whole chunk (docs/tools.md: did not pay)
+    find_code_rrf_c: int = 60     # c of reciprocal rank fusion: sum of 1 / (c + rank)
+
+    def __post_init__(self) -> None:
+        c = self.find_code_rrf_c
+        if not isinstance(c, int) or isinstance(c, bool) or c < 1:
+            raise ConfigError(f"tools.find_code_rrf_c must be a whole number of at least 1, got {c!r}; "
+                              'e.g. {"tools": {"find_code_rrf_c": 60}}')
+        if not (self.find_code_bm25 or self.find_code_dense):
+            raise ConfigError("tools.find_code_bm25 and tools.find_code_dense are both off: find_code needs one "
+                              'of them; e.g. {"tools": {"find_code_dense": false}} for BM25 alone')
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from typing import IO, TYPE_CHECKING
 
 from harness.core.interpreter import python_command
 from harness.tools.editing.lint import gc_paused
-from harness.tools.retrieval.chunks import PYTHON, chunk_file, term_counts
+from harness.tools.retrieval.chunks import PYTHON, chunk_file, embed_text, term_counts, vector_key
 
 if TYPE_CHECKING:
     from harness.tools.retrieval.chunk_cache import Analysed
@@ -53,10 +53,11 @@ def cache_key(path: str, sha256: str) -> str:
 def analyse(path: str, text: str) -> Analysed:
     """`text` cut into chunks, each with its first line (what `find_code` shows of it) and the term
     counts of its name (twice: names weigh more) and text; the path's terms are added when the file
-    is indexed (the same content may sit at several paths). Only that line of a chunk's text is kept:
+    is indexed (the same content may sit at several paths), and the key of its dense vector
+(`embedding.vector_key`: the vector itself is made later, `dense.py`). Only that line of a chunk's text is kept:
     the whole text had been half of an analysis to send, store and load (41 MB for a django tree)."""
-    return [(c.start, c.end, c.kind, c.name, preview(c.text), term_counts(f"{c.name} {c.name} {c.text}"))
-            for c in chunk_file(path, text)]
+    return [(c.start, c.end, c.kind, c.name, preview(c.text), term_counts(f"{c.name} {c.name} {c.text}"),
+             vector_key(embed_text(c.kind, c.name, c.text))) for c in chunk_file(path, text)]
 
 
 def preview(text: str) -> str:
@@ -111,9 +112,14 @@ def _analyse_packed(work: Work) -> bytes:
 
 
 def worker_main() -> None:
-    """A worker process: each task is a 4-byte big-endian length and that many bytes of `marshal` data
-    (a Work list) on stdin, each answer the same framing of `_analyse_packed`'s bytes on stdout; it
-    ends when stdin closes."""
+    """An analysis worker process: each task a Work list, each answer `_analyse_packed`'s bytes (`serve`)."""
+    serve(lambda task: _analyse_packed(marshal.loads(task)))
+
+
+def serve(handle: Callable[[bytes], bytes]) -> None:
+    """A worker process's loop: each task is a 4-byte big-endian length and that many bytes of
+    `marshal` data on stdin, each answer the same framing of `handle`'s bytes on stdout; it ends
+    when stdin closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the harness's to handle: it stops us
     try:
         os.nice(10)
@@ -129,7 +135,7 @@ def worker_main() -> None:
         task = _read_frame(tasks)
         if task is None:
             return
-        answer = _analyse_packed(marshal.loads(task))
+        answer = handle(task)
         answers.write(len(answer).to_bytes(4, "big") + answer)
         answers.flush()
 
@@ -160,27 +166,41 @@ WORKER_CODE = "from harness.tools.retrieval.analysis import worker_main; worker_
 
 
 def _start_worker() -> subprocess.Popen[bytes]:
-    """A worker on this interpreter, finding this harness whatever made it importable here."""
+    """An analysis worker."""
+    return start_process(WORKER_CODE)
+
+
+def start_process(code: str) -> subprocess.Popen[bytes]:
+    """A worker running `code` on this interpreter, finding this harness whatever made it importable here."""
     home = str(Path(__file__).resolve().parents[3])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([home, *filter(None, [os.environ.get("PYTHONPATH")])])}
-    return subprocess.Popen(python_command("-c", WORKER_CODE), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    return subprocess.Popen(python_command("-c", code), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, env=env, close_fds=True)
 
 
 def _in_processes(tasks: Iterator[Work], sink: Sink, stop: threading.Event, workers: int) -> tuple[int, list[Work]]:
-    """Run `tasks` in worker processes, one task at a time each; returns how many items were analysed,
-    and the tasks taken but left undone because a worker could not start or died (the caller does
-    those). Every worker is gone when it returns."""
+    """Analyse `tasks` in worker processes (`run_in_processes`); the tasks left undone come back as Work."""
+    done, left = run_in_processes((marshal.dumps(task) for task in tasks), sink, stop, workers,
+                                  lambda: _start_worker())
+    return done, [marshal.loads(task) for task in left]
+
+
+def run_in_processes(tasks: Iterator[bytes], sink: Sink, stop: threading.Event, workers: int,
+                     start: Callable[[], subprocess.Popen[bytes]]) -> tuple[int, list[bytes]]:
+    """Run `tasks` (each `marshal` data) in worker processes `start` starts (each a `serve` loop), one task
+    at a time each, handing each answer (a `marshal` dict) to `sink`; returns how many answers' entries
+    came back, and the tasks taken but left undone because a worker could not start or died (the caller
+    does those). Every worker is gone when it returns."""
     done_count = 0
     started: list[subprocess.Popen[bytes]] = []
-    busy: dict[int, tuple[subprocess.Popen[bytes], Work]] = {}
+    busy: dict[int, tuple[subprocess.Popen[bytes], bytes]] = {}
     sel = selectors.DefaultSelector()
     try:
         if not sys.executable:
             return 0, []
         try:
             for _ in range(workers):
-                started.append(_start_worker())
+                started.append(start())
         except OSError:
             return 0, []
         idle = list(started)
@@ -192,8 +212,7 @@ def _in_processes(tasks: Iterator[Work], sink: Sink, stop: threading.Event, work
                 worker = idle.pop()
                 assert worker.stdin is not None and worker.stdout is not None
                 try:
-                    data = marshal.dumps(task)
-                    worker.stdin.write(len(data).to_bytes(4, "big") + data)
+                    worker.stdin.write(len(task).to_bytes(4, "big") + task)
                     worker.stdin.flush()
                 except OSError:                  # it died before reading
                     return done_count, [task, *(t for _, t in busy.values())]

@@ -7,6 +7,10 @@ harness's cache folder, shared by every session and process on the machine: the 
 the same tree, or of another commit of the same repository, fetches and analyses only the files it
 has not seen. Entries are `marshal` data of plain tuples (never pickle: nothing in them runs).
 
+The dense half's vectors (`embedding.py`) are kept in the same database, table `vectors`, by the
+hash of the text the model read (`embedding.vector_key`: the model's name in it), as float16 bytes:
+a chunk unchanged since another commit or session is not embedded again.
+
 A cache that cannot be read or written is skipped, never an error: `find_code` then analyses the files
 itself. `VERSION` changes whenever chunking or terms change, so old entries are never used.
 """
@@ -25,12 +29,15 @@ from harness import checks
 from harness.core.sources import cache_dir
 from harness.core.sqlite import use_wal
 
-VERSION = 3                 # 2: a chunk's first line kept instead of its text; 3: the outline read from the lines
+VERSION = 4                 # 2: a chunk's first line kept instead of its text; 3: the outline read from the lines;
+                            # 4: each chunk's vector key
 MAX_ROWS = 400_000          # a few hundred trees of a large repository; the least recently used go first
+MAX_VECTORS = 1_000_000     # 770 MB of float16 vectors at most (a django tree has 42,000)
 BATCH = 500
 
-Analysed = list[tuple[int, int, str, str, str, dict[str, int]]]
-"""A file's chunks, each (start, end, kind, name, first line, term counts of name, name and text)."""
+Analysed = list[tuple[int, int, str, str, str, dict[str, int], str]]
+"""A file's chunks, each (start, end, kind, name, first line, term counts of name, name and text, the key
+of its vector: `embedding.vector_key` of what the model reads of it)."""
 
 
 class ChunkCache:
@@ -49,6 +56,8 @@ class ChunkCache:
                 use_wal(db)
                 db.execute("CREATE TABLE IF NOT EXISTS chunks (key TEXT PRIMARY KEY, version INTEGER NOT NULL, "
                            "used REAL NOT NULL, data BLOB NOT NULL)")
+                db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, used REAL NOT NULL, "
+                           "data BLOB NOT NULL)")
                 self._db = db
             except (sqlite3.Error, OSError):
                 self._broken = True
@@ -115,6 +124,41 @@ class ChunkCache:
                 if count > MAX_ROWS:
                     db.execute("DELETE FROM chunks WHERE key IN (SELECT key FROM chunks ORDER BY used LIMIT ?)",
                                [count - MAX_ROWS])
+                db.execute("COMMIT")
+            except sqlite3.Error:
+                _rollback(db)
+
+    def get_vectors(self, keys: Iterable[str]) -> dict[str, bytes]:
+        """The stored vectors of `keys` (float16 bytes) that exist."""
+        wanted = list(dict.fromkeys(keys))
+        found: dict[str, bytes] = {}
+        with self._lock:
+            db = self._conn()
+            if db is None or not wanted:
+                return found
+            try:
+                for i in range(0, len(wanted), BATCH):
+                    part = wanted[i:i + BATCH]
+                    found.update(db.execute(f"SELECT key, data FROM vectors WHERE key IN ({','.join('?' * len(part))})",
+                                            part).fetchall())
+            except sqlite3.Error:
+                return found
+        return found
+
+    def put_vectors(self, entries: Mapping[str, bytes]) -> None:
+        """Store vectors by key; beyond `MAX_VECTORS` the least recently stored go first."""
+        with self._lock:
+            db = self._conn()
+            if db is None or not entries:
+                return
+            try:
+                db.execute("BEGIN")
+                db.executemany("INSERT OR REPLACE INTO vectors (key, used, data) VALUES (?, ?, ?)",
+                               [(k, time.time(), v) for k, v in entries.items()])
+                count = db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
+                if count > MAX_VECTORS:
+                    db.execute("DELETE FROM vectors WHERE key IN (SELECT key FROM vectors ORDER BY used LIMIT ?)",
+                               [count - MAX_VECTORS])
                 db.execute("COMMIT")
             except sqlite3.Error:
                 _rollback(db)

@@ -14,11 +14,20 @@ import math
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
 
 from harness.tools.editing.lint import gc_paused
 from harness.tools.retrieval.analysis import analyse, analyse_many, cache_key
 from harness.tools.retrieval.chunk_cache import Analysed, ChunkCache
 from harness.tools.retrieval.chunks import Chunk, term_counts, terms
+
+
+class DenseHalf(Protocol):
+    """What the index knows of its dense half (`dense.DenseIndex`): the warm-up starts its builder."""
+
+    def start(self, index: CodeIndex, texts: Mapping[str, str], fetch: Callable[[list[str]], Mapping[str, str]] | None,
+              root: Path | None = None) -> threading.Thread: ...
 
 K1, B = 1.2, 0.75
 WARM_WAIT = 120.0    # seconds the first query waits for the session's prewarming before analysing itself
@@ -44,6 +53,7 @@ class CodeIndex:
     files: dict[str, tuple[str, list[int]]] = field(default_factory=dict)   # path -> (sha, chunk ids)
     chunks: dict[int, Chunk] = field(default_factory=dict)     # each one's `text`: its first line (analysis.preview)
     counts: dict[int, dict[str, int]] = field(default_factory=dict)      # chunk id -> its own term counts
+    vector_keys: dict[int, str] = field(default_factory=dict)   # chunk id -> the key of its dense vector
     path_counts: dict[str, dict[str, int]] = field(default_factory=dict)  # path -> its path's term counts
     lengths: dict[int, int] = field(default_factory=dict)
     total_length: int = 0
@@ -54,6 +64,9 @@ class CodeIndex:
     stop_warming: threading.Event = field(default_factory=threading.Event, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _adopting: bool = field(default=True, repr=False)    # until the first sync, the warm-up may add files
+    generation: int = 0                  # changes whenever a file is added or removed
+    fetched: dict[str, str] = field(default_factory=dict, repr=False)   # the texts the last sync fetched
+    dense: DenseHalf | None = None       # the dense half (`find_code` makes it when it can run)
 
     def adopt(self, files: Iterable[tuple[str, str, Analysed]]) -> bool:
         """Index (path, sha256, analysis) of files the session's warm-up analysed from the host's copy
@@ -77,25 +90,28 @@ class CodeIndex:
         own_path = term_counts(path)
         path_length = sum(own_path.values())
         self.path_counts[path] = own_path
-        for start, end, kind, name, text, own in analysed:
+        for start, end, kind, name, text, own, vkey in analysed:
             cid, self._next_id = self._next_id, self._next_id + 1
             self.chunks[cid] = Chunk(path, start, end, kind, name, text)
             self.counts[cid] = own
+            self.vector_keys[cid] = vkey
             length = sum(own.values()) + path_length
             self.lengths[cid] = length
             self.total_length += length
             ids.append(cid)
         self.files[path] = (sha256, ids)
         self._postings.clear()
+        self.generation += 1
 
     def remove_file(self, path: str) -> None:
         _, ids = self.files.pop(path, ("", []))
         for cid in ids:
             self.total_length -= self.lengths.pop(cid)
-            del self.chunks[cid], self.counts[cid]
+            del self.chunks[cid], self.counts[cid], self.vector_keys[cid]
         self.path_counts.pop(path, None)
         if ids:
             self._postings.clear()
+            self.generation += 1
 
     def posting(self, term: str) -> dict[int, int]:
         """chunk id -> how often `term` occurs in the chunk (its path counted in), for chunks that have it.
@@ -139,6 +155,7 @@ class CodeIndex:
             cached = self.cache.get_many(keys.values()) if self.cache is not None and stale else {}
             missing = sorted(p for p in stale if keys[p] not in cached)
         texts = fetch(missing) if missing else {}
+        self.fetched = dict(texts)       # for the dense half, which embeds what it has no vector of
         work = {keys[p]: (keys[p], p, texts[p].encode("utf-8")) for p in missing if p in texts}
         learnt: dict[str, bytes] = {}      # analyses in marshal form (worker processes for a large tree)
         analyse_many(work.values(), learnt.update)
@@ -155,6 +172,10 @@ class CodeIndex:
         return SyncReport(added=len(stale) - changed, changed=changed, removed=len(gone))
 
     def search(self, query: str, k: int) -> list[tuple[Chunk, float]]:
+        return [(self.chunks[cid], score) for cid, score in self.search_ids(query, k)]
+
+    def search_ids(self, query: str, k: int) -> list[tuple[int, float]]:
+        """The ids of the `k` best chunks by BM25, with their scores, best first."""
         n = len(self.chunks)
         if n == 0:
             return []
@@ -175,7 +196,7 @@ class CodeIndex:
         floor = heapq.nlargest(k, scores.values())[-1]
         best = sorted(((cid, score) for cid, score in scores.items() if score >= floor),
                       key=lambda item: (-item[1], self.chunks[item[0]].path, self.chunks[item[0]].start))[:k]
-        return [(self.chunks[cid], score) for cid, score in best]
+        return best
 
 
 def rank_files(hits: Iterable[tuple[Chunk, float]]) -> list[str]:

@@ -1,8 +1,10 @@
-"""`find_code`: ranked retrieval (BM25) over the project's code chunks, kept in step with the files.
+"""`find_code`: ranked retrieval over the project's code chunks, kept in step with the files.
 
 The index lives in `ToolContext.code_index`. Before each query one command in the
 sandbox lists the SHA-256 of every indexable file; files that are new or changed are fetched in
 one tar archive and re-indexed, files that are gone are dropped. The first query builds the index.
+The ranking (`hybrid.py`) fuses BM25 and the dense retriever (`dense.py`) by reciprocal rank fusion;
+while the dense half is not ready (being built in the background), BM25 answers alone and says so.
 """
 
 from __future__ import annotations
@@ -16,7 +18,11 @@ from pathlib import Path
 from harness.config import ToolsConfig
 from harness.errors import ToolError
 from harness.tools.base import Effect, Tool, ToolContext
+from harness.tools.retrieval import embedding
+from harness.tools.retrieval.chunks import Chunk
 from harness.tools.retrieval.code_index import CodeIndex, SyncReport
+from harness.tools.retrieval.dense import DenseIndex
+from harness.tools.retrieval.hybrid import Stages, rank
 from harness.tools.retrieval.prewarm import start_warming
 from sandbox.api import STATE_DIR, WORKDIR, Sandbox
 
@@ -40,32 +46,69 @@ def find_code_tool(config: ToolsConfig) -> Tool:
               "required": ["query"], "additionalProperties": False}
 
     def run(ctx: ToolContext, query: str, k: int | None = None) -> str:
-        return _find(ctx, query, k or config.find_code_k)
+        return _find(ctx, query, k or config.find_code_k, config)
 
     return Tool("find_code", DESCRIPTION.format(k=config.find_code_k), params, Effect.READ, run,
                 example={"query": "count words in a text, case insensitive", "k": 5})
 
 
-def warm_index(index: CodeIndex, root: Path | None) -> None:
+def warm_index(index: CodeIndex, root: Path | None, config: ToolsConfig | None = None) -> None:
     """Start analysing `root` (the host's copy of what /workspace holds, or is about to hold) for the
-    first query of the session `index` serves (`ToolContext.code_index`)."""
+    first query of the session `index` serves (`ToolContext.code_index`), then embedding it for the
+    dense half if `config` has it on and it can run here."""
+    attach_dense(index, config or ToolsConfig())
     start_warming(index, root, EXTENSIONS, SKIP_DIRS)
 
 
-def _find(ctx: ToolContext, query: str, k: int) -> str:
+def attach_dense(index: CodeIndex, config: ToolsConfig) -> str | None:
+    """Give `index` its dense half if `config` wants it; returns why it has none (None: it has one, or
+    it is switched off)."""
+    if not config.find_code_dense:
+        return None
+    why = embedding.unavailable()
+    if why is None and index.dense is None:
+        index.dense = DenseIndex(cache=index.cache, stop=index.stop_warming)   # the session's end stops it
+    return why
+
+
+def _find(ctx: ToolContext, query: str, k: int, config: ToolsConfig) -> str:
     index = ctx.code_index
     report = index.sync(fingerprints(ctx.sandbox), lambda paths: fetch(ctx.sandbox, paths))
     if not index.chunks:
         return "the project has no text files to index (looked for source and text files under 512 KB)"
-    hits = index.search(query, k)
-    stats = f"index: {len(index.chunks)} chunks in {len(index.files)} files{_sync_note(report)}"
+    why = attach_dense(index, config)
+    dense = index.dense if config.find_code_dense and isinstance(index.dense, DenseIndex) else None
+    if dense is not None:
+        why = dense.prepare(index, index.fetched, lambda paths: fetch(ctx.sandbox, paths))
+        dense = None if why else dense
+    index.fetched = {}
+    stages = Stages(bm25=config.find_code_bm25 or dense is None, dense=dense is not None,
+                    rerank=config.find_code_rerank, rrf_c=config.find_code_rrf_c)
+    hits = rank(index, dense, query, k, stages, lambda chunks: _texts(ctx, chunks))
+    used = " + ".join(name for name, on in (("BM25", stages.bm25), ("dense", stages.dense)) if on)
+    stats = f"{used}; index: {len(index.chunks)} chunks in {len(index.files)} files{_sync_note(report)}"
+    if why:
+        stats += f"; BM25 alone: {why}"
     if not hits:
         return f"no code matches any word of {query!r} ({stats}); try other words, or search(pattern=...)"
     out = [f"{len(hits)} best matches for {query!r} ({stats}):"]
-    for n, (chunk, score) in enumerate(hits, 1):
-        out.append(f"{n}. {chunk.path}:{chunk.start}-{chunk.end}  {chunk.label}  (score {score:.1f})\n"
-                   f"     {chunk.text}")
+    for n, hit in enumerate(hits, 1):
+        chunk = hit.chunk
+        out.append(f"{n}. {chunk.path}:{chunk.start}-{chunk.end}  {chunk.label}  "
+                   f"({_score(hit.score, stages)}; found by {', '.join(hit.found_by)})\n     {chunk.text}")
     return "\n".join(out)
+
+
+def _score(score: float, stages: Stages) -> str:
+    if (stages.bm25 and stages.dense) or stages.rerank:
+        return f"rrf {score:.4f}"
+    return f"score {score:.1f}" if stages.bm25 else f"cosine {score:.2f}"
+
+
+def _texts(ctx: ToolContext, chunks: list[Chunk]) -> list[str]:
+    """The whole text of each chunk, from the sandbox (for the re-read)."""
+    files = fetch(ctx.sandbox, sorted({c.path for c in chunks}))
+    return ["\n".join(files.get(c.path, "").split("\n")[c.start - 1:c.end]) for c in chunks]
 
 
 def _sync_note(report: SyncReport) -> str:

@@ -9,6 +9,8 @@ loaded, new ones as the workers answer; `CodeIndex.adopt`), so the first `find_c
 fingerprints in the sandbox (one command) and only re-indexes the files that differ from the host's:
 on a django-sized tree, loading 3,931 analyses from the cache and indexing them after the warm-up
 had taken 0.4 s of that query. Files the agent changed meanwhile are simply re-indexed by the query.
+Once the analyses are in, the dense half (if the index has one) starts building from the same files
+(`DenseIndex.start`, in its own thread: the first query waits for the analysis, never for it).
 """
 
 from __future__ import annotations
@@ -185,6 +187,8 @@ def start_warming(index: CodeIndex, root: Path | None, extensions: tuple[str, ..
             warm(Path(root), cache, extensions, skip_dirs, index.stop_warming, into=index)
         except Exception:  # noqa: BLE001 - warming is an optimisation: find_code analyses what is missing
             pass
+        if index.dense is not None and not index.stop_warming.is_set():   # then the dense half, from the same files
+            index.dense.start(index, {}, None, root=Path(root))
 
     thread = threading.Thread(target=run, name="find-code-warm", daemon=True)
     index.warming = thread
