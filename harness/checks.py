@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
 import platform
 import re
@@ -241,12 +242,18 @@ def _root_fd(root: Path | str | int) -> tuple[int, bool]:
     return os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC), True
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    """The C library, loaded once on first use (its `syscall` reaches openat2, which Python has no name for)."""
+    return ctypes.CDLL(None, use_errno=True)
+
+
 def _openat2(dirfd: int, rel: str, flags: int, mode: int) -> int | None:
     """openat2 beneath `dirfd` with no link followed; None when the kernel does not offer it."""
     global _openat2_ok
     if _openat2_ok is False or _SYS_OPENAT2 is None:
         return None
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = _libc()
     how = _OpenHow(flags | os.O_CLOEXEC, mode if flags & (os.O_CREAT | os.O_TMPFILE) else 0, _RESOLVE)
     fd = int(libc.syscall(ctypes.c_long(_SYS_OPENAT2), ctypes.c_int(dirfd), os.fsencode(rel),
                           ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how))))
