@@ -148,7 +148,7 @@ def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, 
     t0 = time.monotonic()
     index = CodeIndex(cache=shared_cache())
     if config.tools.prewarm_index:      # from the host's copy, while the sandbox starts and the model reads
-        warm_index(index, task.repo_dir)
+        warm_index(index, task.repo_dir, config.tools)
     try:
         with open_sandbox(spec, sandboxes) as box:
             baseline = start_baseline(box)
