@@ -1,11 +1,12 @@
-"""One repair session: a fresh sandbox holding the task's files, the agent loop, the patch, the tests.
+"""One repair session: a fresh sandbox holding the task's files, the agent loop, the patch; then the tests,
+in another fresh sandbox holding only the starting files and the patch (`fresh_verdict`).
 
 `run_session` writes into `out_dir`: trajectory.jsonl (appended live), patch.diff (the agent's
-change as a unified diff against the starting files) and result.json (stop reason, turns, tokens,
-cost, durations, tests, the model and the resolved config; never secrets). With `attempts` > 1 it is
-Reflexion (seed 000): while the task's tests fail, the model writes a short self-critique and a new
-attempt starts from the original files with the test output and that critique prepended to the
-task; the tests are the signal, the model never grades itself. Each attempt keeps its files in
+change as a unified diff against the starting files), tests.txt and result.json (stop reason, turns,
+tokens, cost, durations, tests and where they ran, the model and the resolved config; never secrets).
+With `attempts` > 1 it is Reflexion (seed 000): while the task's tests fail, the model writes a short
+self-critique and a new attempt starts from the original files with the test output and that
+critique prepended to the task; the tests are the signal, the model never grades itself. Each attempt keeps its files in
 out_dir/attempt-N/ and the last one is copied to the top.
 
 The patch comes from a git baseline made at the start inside the sandbox, in GIT_DIR=/tmp/harness/git
@@ -38,6 +39,7 @@ from harness.errors import ModelError
 from harness.loop import AgentLoop, LoopResult, StepEvent, StopReason
 from harness.messages import Message, TextBlock, system, user
 from harness.models.base import Model, Usage
+from harness.patching import apply_in_sandbox
 from harness.tools.base import ToolContext
 from harness.tools.catalog import default_catalog
 from harness.tools.retrieval.chunk_cache import shared_cache
@@ -53,20 +55,65 @@ SessionProgress = Callable[[StepEvent | str], None]
 
 
 @dataclass(frozen=True)
+class Verdict:
+    """The task's tests on the attempt's patch, taken as `harness eval` takes them: in a fresh sandbox
+    holding only the starting files with the patch applied, never in the agent's own (where a process
+    the agent left could change the tree or the test run after the patch was computed)."""
+
+    sandbox: str                # the session name of the sandbox the tests ran in
+    patch_applied: bool
+    patch_output: str           # what git apply / patch said
+    tests: ExecResult | None    # None when the patch did not apply
+    seconds: float              # the sandbox's start, the copy, the patch and the tests
+
+    @property
+    def passed(self) -> bool:
+        return self.patch_applied and self.tests is not None and self.tests.ok
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.tests.exit_code if self.tests is not None else None
+
+    def output(self, limit: int) -> str:
+        """The end of the test output, or what the patch tools said when it did not apply."""
+        if self.tests is None:
+            return f"the patch did not apply to the starting files:\n{self.patch_output[-limit:]}"
+        return _tail(self.tests, limit)
+
+    def record(self, task: Task) -> str:
+        """tests.txt: where the tests ran, the command, its exit code and the end of its output."""
+        return (f"# in a fresh sandbox ({self.sandbox}) holding the starting files and the patch\n"
+                f"$ {task.test_cmd}\n[exit {self.exit_code if self.exit_code is not None else 'none'}]\n"
+                f"{self.output(100_000)}\n")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"where": "fresh sandbox: the starting files and the patch", "sandbox": self.sandbox,
+                "patch_applied": self.patch_applied, "exit_code": self.exit_code, "passed": self.passed,
+                "seconds": round(self.seconds, 3)}
+
+
+@dataclass(frozen=True)
 class Attempt:
     number: int
     session: str
     loop: LoopResult
     patch: str
-    tests: ExecResult | None
+    verdict: Verdict | None     # None: the task has no test command
     setup_seconds: float
-    test_seconds: float
     tool_specs: list[dict[str, Any]] = field(default_factory=list)
     reflection: str = ""
 
     @property
+    def tests(self) -> ExecResult | None:
+        return self.verdict.tests if self.verdict is not None else None
+
+    @property
     def tests_passed(self) -> bool | None:
-        return None if self.tests is None else self.tests.ok
+        return None if self.verdict is None else self.verdict.passed
+
+    @property
+    def test_seconds(self) -> float:
+        return self.verdict.seconds if self.verdict is not None else 0.0
 
 
 @dataclass(frozen=True)
@@ -139,6 +186,28 @@ def session_spec(task: Task, config: Config, image: str, labels: Mapping[str, st
                        project_from_image=task.environment is not None)
 
 
+def verdict_spec(task: Task, config: Config, image: str, labels: Mapping[str, str]) -> SandboxSpec:
+    """The fresh sandbox an attempt's tests run in: the session's image, files and limits, a new name."""
+    spec = session_spec(task, config, image, labels)
+    return dataclasses.replace(spec, session=f"verdict-{spec.session}",
+                               labels={**spec.labels, "harness.kind": "verdict"})
+
+
+def fresh_verdict(task: Task, patch: str, config: Config, spec: SandboxSpec,
+                  sandboxes: SandboxPool | None = None) -> Verdict:
+    """Start `spec`'s sandbox (the starting files only), apply `patch` there as grading does, run the task's
+    test command, and remove the sandbox.
+
+    Raises:
+        SandboxError: Docker failed (an infrastructure error, not a failing test).
+    """
+    started = time.monotonic()
+    with open_sandbox(spec, sandboxes) as box:
+        applied = apply_in_sandbox(box, patch, "session")
+        tests = run_task_tests(box, task, config) if applied.applied else None
+    return Verdict(spec.session, applied.applied, applied.output, tests, time.monotonic() - started)
+
+
 def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, number: int,
              notes: list[str], say: SessionProgress, resume_from: Path | None, labels: dict[str, str],
              sandboxes: SandboxPool | None) -> Attempt:
@@ -166,17 +235,14 @@ def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, 
             index.stop_warming.set()
             patch = sandbox_patch(box, baseline)
             checks.write_file(where / "patch.diff", patch)
-            tests, test_seconds = None, 0.0
-            if task.test_cmd:
-                say(f"running the tests: {task.test_cmd}")
-                t1 = time.monotonic()
-                tests = run_task_tests(box, task, config)
-                test_seconds = time.monotonic() - t1
-                checks.write_file(where / "tests.txt",
-                                  f"$ {task.test_cmd}\n[exit {tests.exit_code}]\n{_tail(tests, 100_000)}\n")
     finally:
         index.stop_warming.set()
-    return Attempt(number, session, loop, patch, tests, setup, test_seconds, catalog.specs())
+    verdict = None
+    if task.test_cmd:   # the agent's sandbox is gone, and whatever of the agent's still ran there with it
+        say(f"running the tests in a fresh sandbox (the starting files and the patch): {task.test_cmd}")
+        verdict = fresh_verdict(task, patch, config, verdict_spec(task, config, image, labels), sandboxes)
+        checks.write_file(where / "tests.txt", verdict.record(task))
+    return Attempt(number, session, loop, patch, verdict, setup, catalog.specs())
 
 
 def _start_messages(task: Task, notes: list[str], number: int, resume_from: Path | None, catalog: Any,
@@ -200,10 +266,10 @@ def _start_messages(task: Task, notes: list[str], number: int, resume_from: Path
 
 def _reflect(model: Model, task: Task, attempt: Attempt, say: SessionProgress) -> str:
     """The model's self-critique of a failed attempt ("" when the model cannot give one)."""
-    assert attempt.tests is not None
+    assert attempt.verdict is not None
     say("tests failed: asking the model for a self-critique")
-    ask = prompt("reflect.md", test_cmd=task.test_cmd, exit_code=attempt.tests.exit_code,
-                 output=_tail(attempt.tests, 3000))
+    ask = prompt("reflect.md", test_cmd=task.test_cmd, exit_code=attempt.verdict.exit_code,
+                 output=attempt.verdict.output(3000))
     messages = list(attempt.loop.messages)
     if messages and messages[-1].role == "user":
         messages[-1] = Message("user", messages[-1].content + (TextBlock(ask),))
@@ -217,9 +283,9 @@ def _reflect(model: Model, task: Task, attempt: Attempt, say: SessionProgress) -
 
 
 def _note(task: Task, attempt: Attempt) -> str:
-    assert attempt.tests is not None
-    return (f"\n### Attempt {attempt.number}: tests failed (exit code {attempt.tests.exit_code})\n\n"
-            f"End of the test output:\n\n```\n{_tail(attempt.tests, 2000)}\n```\n\n"
+    assert attempt.verdict is not None
+    return (f"\n### Attempt {attempt.number}: tests failed (exit code {attempt.verdict.exit_code})\n\n"
+            f"End of the test output:\n\n```\n{attempt.verdict.output(2000)}\n```\n\n"
             f"Your self-critique after that attempt:\n\n{attempt.reflection}\n")
 
 
@@ -257,6 +323,7 @@ def write_result(path: Path, task: Task, outcome: SessionOutcome, config: Config
         "task": task.id, "model": outcome.model, "stop_reason": outcome.stop_reason,
         "finished": outcome.stop_reason == "end", "final_text": outcome.final_text, "turns": outcome.turns,
         "usage": usage(outcome.usage), "cost_usd": outcome.cost_usd, "tests_passed": outcome.tests_passed,
+        "tests_where": _where(outcome),
         "test_cmd": task.test_cmd,
         "patch_files": sum(1 for line in outcome.patch.splitlines() if line.startswith("diff --git ")),
         "durations": {"total": round(outcome.duration, 3)}, "session": outcome.session, "image": image,
@@ -268,10 +335,17 @@ def write_result(path: Path, task: Task, outcome: SessionOutcome, config: Config
     checks.write_file(path, safe_json(data, indent=2) + "\n")
 
 
+def _where(outcome: SessionOutcome) -> str | None:
+    """Where the verdict came from: the last attempt's fresh sandbox (None: no tests)."""
+    last = outcome.attempt_results[-1].verdict if outcome.attempt_results else None
+    return f"fresh sandbox {last.sandbox}: the starting files and the patch" if last is not None else None
+
+
 def _attempt_record(a: Attempt) -> dict[str, Any]:
     return {"number": a.number, "session": a.session, "stop_reason": a.loop.stop_reason, "turns": a.loop.turns,
             "usage": dataclasses.asdict(a.loop.usage), "cost_usd": a.loop.cost_usd,
             "tests_passed": a.tests_passed, "tests_exit_code": a.tests.exit_code if a.tests else None,
+            "verdict": a.verdict.to_dict() if a.verdict is not None else None,
             "reflection": a.reflection or None,
             "durations": {"setup": round(a.setup_seconds, 3), "model": round(a.loop.model_seconds, 3),
                           "tools": round(a.loop.tool_seconds, 3), "loop": round(a.loop.wall_seconds, 3),

@@ -80,7 +80,7 @@ def _run(args: argparse.Namespace) -> int:
     tests = out / "tests.txt"
     if tests.is_file():
         lines = tests.read_text().rstrip().splitlines()
-        print_safe(show, "\n--- the task's tests, run in the sandbox after the session (tests.txt) ---")
+        print_safe(show, "\n--- the task's tests, run in a fresh sandbox on the patch (tests.txt) ---")
         shown = lines[:2] + (["[...]"] if len(lines) > 14 else []) + lines[max(2, len(lines) - 12):]
         print_safe(show, "\n".join(shown))
     print_safe(show, "")

@@ -24,24 +24,22 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.core.sources import GIT_APPLY, GIT_IDENTITY, GNU_PATCH, PatchOutcome, patched_files
+from harness.core.sources import GIT_IDENTITY, PatchOutcome, patched_files
 from harness.core.task import Task
 from harness.evaluation.log_parsers import parse_log
 from harness.evaluation.testlog import TestsVerdict, judge
+from harness.patching import STAGE_DIR, apply_in_sandbox
 from sandbox.api import WORKDIR, Limits, Sandbox, SandboxSpec
 from sandbox.errors import SandboxError
 from sandbox.pool import SandboxPool, open_sandbox
 
-STAGE_DIR = "/tmp/harness/grading"
 OUTPUT_FILE = "/tmp/harness/test_output.txt"
 _BASELINE_ENV = {"GIT_DIR": f"{STAGE_DIR}/base.git", "GIT_WORK_TREE": WORKDIR, "GIT_LITERAL_PATHSPECS": "1",
                  **GIT_IDENTITY}
-_PATCH_ENV = {"GIT_CEILING_DIRECTORIES": "/"}
 
 # Runs inside the sandbox before the model patch: records the base version of the test files that exist.
 # A path under a link is left out (git refuses it, and the restore below removes the link).
@@ -191,35 +189,6 @@ def prepare_tree(box: Sandbox, task: Task, model_patch: str) -> PatchOutcome:
         raise TaskDefect(f"the test patch of {task.id} does not apply to its base state: "
                          f"{applied.output[-600:]}; check it with `harness tasks check`")
     return outcome
-
-
-def apply_in_sandbox(box: Sandbox, patch: str, name: str) -> PatchOutcome:
-    """Apply the unified diff `patch` to WORKDIR in `box`: `git apply`, else GNU patch once its dry
-    run passed. The output records each command (`$ ...`) and what it said, stdout then stderr."""
-    if not patch.strip():
-        return PatchOutcome(True, "empty patch: nothing to apply")
-    source = f"{STAGE_DIR}/{name}.patch"
-    box.exec(f"mkdir -p {STAGE_DIR}", timeout=30, save_output=False)
-    box.write_file(source, (patch if patch.endswith("\n") else patch + "\n").encode())
-    said = []
-    for cmd in (GIT_APPLY, (*GNU_PATCH, "--dry-run")):
-        ok, text = _attempt(box, cmd, source)
-        said.append(f"$ {' '.join(cmd)}\n{text}".rstrip())
-        if ok and cmd[-1] == "--dry-run":
-            ok, text = _attempt(box, cmd[:-1], source)     # the dry run passed: apply for real
-            said.append(f"$ {' '.join(cmd[:-1])}\n{text}".rstrip())
-        if ok:
-            return PatchOutcome(True, "\n".join(said))
-    return PatchOutcome(False, "\n".join(said))
-
-
-def _attempt(box: Sandbox, cmd: tuple[str, ...], source: str) -> tuple[bool, str]:
-    """Run `cmd < source` in WORKDIR; (succeeded, its stdout followed by its stderr), read back exactly."""
-    out, err = f"{STAGE_DIR}/said.out", f"{STAGE_DIR}/said.err"
-    result = box.exec(f"{shlex.join(cmd)} < {source} > {out} 2> {err}", timeout=120, env=_PATCH_ENV,
-                      save_output=False)
-    text = "".join(box.read_file(f).data.decode("utf-8", errors="replace") for f in (out, err))
-    return result.ok, text
 
 
 def _in_box(box: Sandbox, command: str, what: str, env: dict[str, str]) -> None:
