@@ -140,8 +140,8 @@ class Guard:
             return _error(403, "wrong token; use the URL printed by `harness web` or `harness approvals serve`")
         sessions = self.console.sessions
         response = Response(status_code=303, headers={"Location": "/"})
-        response.set_cookie(sessions.cookie, sessions.open().id, max_age=int(sessions.lifetime), httponly=True,
-                            samesite="strict", path="/")
+        response.set_cookie(sessions.cookie, sessions.open().id, max_age=max(1, int(sessions.lifetime)),
+                            httponly=True, samesite="strict", path="/")
         return response
 
 

@@ -58,9 +58,10 @@ export function runsView(main) {
     shown.textContent = visible.length + " of " + rows.length + " shown";
   }
 
-  for (const input of [search, kind, state, tests, stop]) {
-    input.addEventListener("input", render);
-    input.addEventListener("change", render);            // a select changed by a script or a driver fires only this
+  search.addEventListener("input", render);
+  for (const choice of [kind, state, tests, stop]) {      // a select changed by a script or a driver fires only
+    choice.addEventListener("input", render);             // "change" (a text box fires it on blur: not there, or a
+    choice.addEventListener("change", render);            // click on a row would land on a row redrawn under it)
   }
 
   async function refresh() {
