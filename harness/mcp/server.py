@@ -45,6 +45,7 @@ import mcp_types as types
 import uvicorn
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from harness import checks
 from harness.approval.gate import ApprovalGate
@@ -55,7 +56,8 @@ from harness.core.listen import listening_socket
 from harness.core.project import select_files
 from harness.errors import HarnessError, TaskError, ToolArgumentsError, ToolError
 from harness.inplace import RepoTask, repo_task, selection_lines, write_base
-from harness.mcp.specs import IDLE_SECONDS
+from harness.mcp.patch_preview import binary_changes, describe_binary, refusal, shown_patch
+from harness.mcp.specs import IDLE_SECONDS, MAX_SESSIONS, session_limits
 from harness.messages import ToolResult, ToolUse
 from harness.session import session_image
 from harness.tools.base import Effect, Observation, Tool, ToolContext
@@ -65,7 +67,7 @@ from harness.tools.outbound.preview import safe_text
 from harness.tools.outbound.registry import outbound_tools
 from harness.tools.retrieval.find_code import warm_index
 from harness.workspace import Baseline, sandbox_patch, start_baseline
-from sandbox.api import SandboxSpec
+from sandbox.api import Limits, SandboxSpec
 from sandbox.docker_sandbox import DockerSandbox
 from sandbox.pool import WarmPool
 from sandbox.text import escape_unsafe
@@ -111,6 +113,14 @@ class Workspace:
 Say = Callable[[str], None]
 
 
+class SessionsFull(HarnessError):
+    """A new session was refused: the server has `cap` sessions open (`open`)."""
+
+    def __init__(self, message: str, *, cap: int, open_now: int) -> None:
+        super().__init__(message)
+        self.cap, self.open_now = cap, open_now
+
+
 def _stderr(message: str) -> None:
     """Progress on stderr (stdout is the protocol's), escaped: messages quote paths and errors."""
     sys.stderr.write(escape_unsafe(f"harness mcp: {message}") + "\n")
@@ -122,17 +132,26 @@ class SandboxService:
 
     def __init__(self, root: Path, config: Config, *, approve: str | None = None, python: str = "3.11",
                  include: tuple[str, ...] = (), say: Say = _stderr, gate: ApprovalGate | None = None,
-                 pool: int = 0) -> None:
+                 pool: int = 0, max_sessions: int = MAX_SESSIONS, limits: Limits | None = None,
+                 allow_binary: bool = False) -> None:
         self.root = Path(root).expanduser().resolve()
         if not self.root.is_dir():
             raise TaskError(f"--dir {str(root)!r} is not a folder; give the project's folder, e.g. "
                             "harness mcp --dir ~/code/shop")
         self.config, self.python, self.include, self.say = config, python, include, say
+        self.allow_binary = allow_binary     # apply_changes may write files git treats as binary (shown escaped)
         self.gate = gate or make_gate(config, approve or config.approval.mode)
         extra = [*outbound_tools(config), self._propose_tool(), outbound_tool(self._apply_action())]
         self.catalog: Catalog = default_catalog(config, extra=extra)
         self._sessions: dict[str, Workspace] = {}
         self._starting: dict[str, threading.Lock] = {}
+        # the cap counts every session: with a sandbox, starting one, or an HTTP handshake's (and those
+        # being admitted), so no client can hold more than `max_sessions` sandboxes' memory
+        self.max_sessions = max_sessions
+        self.limits = limits or session_limits(config.sandbox.limits)
+        self._opening: set[str] = set()
+        self._handshakes: set[str] = set()
+        self._admitting = 0
         self._guard = threading.Lock()
         self._closed = False
         self.pool_size = pool
@@ -167,7 +186,11 @@ class SandboxService:
             result = self.catalog.execute(ToolUse(f"mcp-{uuid.uuid4().hex[:12]}", name, arguments or {}),
                                           ToolContext(sandbox=None, session=session))  # type: ignore[arg-type]
             return to_mcp(result)
-        workspace = self._workspace(session)
+        try:
+            workspace = self._workspace(session)
+        except SessionsFull as exc:
+            self.say(str(exc))
+            return types.CallToolResult(content=[types.TextContent(type="text", text=str(exc))], is_error=True)
         with workspace.lock:
             workspace.calls += 1
             call = ToolUse(f"mcp-{workspace.calls}-{uuid.uuid4().hex[:8]}", name, dict(arguments or {}))
@@ -182,7 +205,17 @@ class SandboxService:
             found = self._sessions.get(key)
             if found is not None:
                 return found
+            if key not in self._handshakes and key not in self._opening:
+                self._admit()
+            self._opening.add(key)
             starting = self._starting.setdefault(key, threading.Lock())
+        try:
+            return self._started(key, starting)
+        finally:
+            with self._guard:
+                self._opening.discard(key)
+
+    def _started(self, key: str, starting: threading.Lock) -> Workspace:
         with starting:
             with self._guard:
                 found = self._sessions.get(key)
@@ -197,6 +230,36 @@ class SandboxService:
                     raise
                 self._sessions[key] = workspace
             return workspace
+
+    def _open_sessions(self) -> int:
+        """Sessions counted against the cap (call under `_guard`)."""
+        return len(set(self._sessions) | self._opening | self._handshakes) + self._admitting
+
+    def _admit(self) -> None:
+        """Room for one more session, else SessionsFull saying the cap, how many are open, how to raise it
+        (call under `_guard`)."""
+        open_now = self._open_sessions()
+        if open_now >= self.max_sessions:
+            raise SessionsFull(
+                f"harness mcp: this new session was refused: {open_now} session(s) are open, the most this server "
+                f"takes (--max-sessions {self.max_sessions}; each sandbox may hold {self.limits.memory} of memory). "
+                f"End a session (the MCP client's DELETE, or --idle seconds without a call) and try again, or start "
+                f"the server with a higher cap, e.g. harness mcp --dir {self.root} --http --max-sessions "
+                f"{self.max_sessions * 2}", cap=self.max_sessions, open_now=open_now)
+
+    def admit_handshake(self) -> None:
+        """An HTTP `initialize` may open a session: reserve its place (SessionsFull if there is none);
+        `settle_handshake` says what became of it."""
+        with self._guard:
+            self._admit()
+            self._admitting += 1
+
+    def settle_handshake(self, key: str | None) -> None:
+        """The `initialize` reserved by `admit_handshake` opened session `key` (None: it opened none)."""
+        with self._guard:
+            self._admitting -= 1
+            if key is not None:
+                self._handshakes.add(key)
 
     def _require_open(self) -> None:
         if self._closed:
@@ -231,7 +294,7 @@ class SandboxService:
         try:
             image = session_image(repo.task, self.config, progress=self.say)
             spec = SandboxSpec(image=image, session=session, project_dir=repo.staged,
-                               limits=self.config.sandbox.limits, labels={"harness.kind": "mcp"},
+                               limits=self.limits, labels={"harness.kind": "mcp"},
                                project_from_image=repo.task.environment is not None)
             box = DockerSandbox(spec)
             box.start()
@@ -255,6 +318,7 @@ class SandboxService:
         stops waiting, its request withdrawn saying `why`."""
         with self._guard:
             workspace = self._sessions.pop(key, None)
+            self._handshakes.discard(key)
         if workspace is not None:
             self.say(f"session {workspace.ctx.session}: ended, removing its sandbox")
             self.gate.end(why, workspace.ctx.session)
@@ -320,11 +384,15 @@ class SandboxService:
             if not _files(patch):
                 raise ToolArgumentsError("apply_changes: there are no changes to apply; /workspace holds the "
                                          "folder's files as the session found them")
+            binary = binary_changes(patch)
+            if binary and not self.allow_binary:
+                raise refusal(binary, str(self.root))
             with tempfile.TemporaryDirectory(prefix="harness-mcp-") as tmp:
                 base = json.loads(write_base(Path(tmp), workspace.repo, patch).read_text(encoding="utf-8"))
-            preview = (f"apply_changes: write this patch into {safe_text(str(self.root))} "
-                       f"({len(base['files'])} file(s), only if each is still as the session found it)\n\n"
-                       f"{safe_text(patch)}")
+            shown = [line for change in binary for line in ["", *describe_binary(workspace.box, change)]]
+            preview = "\n".join([f"apply_changes: write this patch into {safe_text(str(self.root))} "
+                                  f"({len(base['files'])} file(s), only if each is still as the session found it)",
+                                  "", safe_text(shown_patch(patch)).rstrip("\n"), *shown])
             return Prepared({"folder": str(self.root), "patch": patch, "base": base}, preview)
 
         def execute(args: dict[str, Any], _ctx: ToolContext) -> str:
@@ -511,6 +579,49 @@ class _BearerToken:
         await self.app(scope, receive, send)
 
 
+class _SessionCap:
+    """ASGI middleware: a request that would open a handshake-era session (a POST without
+    `Mcp-Session-Id`, in a handshake protocol version) is admitted only while the service has room
+    (`SandboxService.admit_handshake`), else answered 503 with a JSON-RPC error saying the cap, how many
+    sessions are open and how to raise it; the session it opens is counted until it ends."""
+
+    def __init__(self, app: Any, service: SandboxService) -> None:
+        self.app, self.service = app, service
+
+    @staticmethod
+    def _opens_session(scope: Any) -> bool:
+        headers = dict(scope.get("headers") or [])
+        version = headers.get(b"mcp-protocol-version")
+        return (scope["type"] == "http" and scope.get("method") == "POST" and b"mcp-session-id" not in headers
+                and (version is None or version.decode("latin-1") in HANDSHAKE_PROTOCOL_VERSIONS))
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if not self._opens_session(scope):
+            await self.app(scope, receive, send)
+            return
+        try:
+            self.service.admit_handshake()
+        except SessionsFull as exc:
+            self.service.say(str(exc))
+            body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {
+                "code": -32000, "message": str(exc), "data": {"max_sessions": exc.cap, "open": exc.open_now}}})
+            await send({"type": "http.response.start", "status": 503,
+                        "headers": [(b"content-type", b"application/json")]})
+            await send({"type": "http.response.body", "body": body.encode()})
+            return
+        opened: list[str] = []
+
+        async def watch(message: Any) -> None:
+            if message["type"] == "http.response.start" and message["status"] < 400:
+                opened.extend(v.decode("latin-1") for k, v in message.get("headers", []) if k == b"mcp-session-id")
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        finally:
+            self.service.settle_handshake(f"mcp-session-id:{opened[0]}" if opened else None)
+
+
 def write_token(path: Path, token: str | None = None) -> str:
     token = token or secrets.token_urlsafe(32)
     checks.private_dir(Path(path).parent)
@@ -521,7 +632,8 @@ def write_token(path: Path, token: str | None = None) -> str:
 def http_app(service: SandboxService, token: str, idle_seconds: float = IDLE_SECONDS) -> Any:
     """The ASGI app: the SDK's streamable HTTP app behind the token, sessions' sandboxes removed with them."""
     server = build_server(service, SHARED_SESSION)
-    app = server.streamable_http_app(host="127.0.0.1", session_idle_timeout=idle_seconds)
+    app = server.streamable_http_app(host="127.0.0.1", session_idle_timeout=idle_seconds,
+                                     max_sessions=service.max_sessions)
     manager = server.session_manager
     discard = manager._discard_session   # noqa: SLF001 - the one place the SDK ends a session
 
@@ -533,7 +645,7 @@ def http_app(service: SandboxService, token: str, idle_seconds: float = IDLE_SEC
                 await anyio.to_thread.run_sync(service.end, f"mcp-session-id:{session_id}")
 
     manager._discard_session = discard_with_sandbox  # type: ignore[method-assign]  # noqa: SLF001
-    return _BearerToken(app, token)
+    return _BearerToken(_SessionCap(app, service), token)
 
 
 def serve_http(service: SandboxService, port: int, token: str, *, idle_seconds: float = IDLE_SECONDS,

@@ -4,6 +4,7 @@ costs about half a second, which every `harness` command would otherwise pay at 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from collections.abc import Callable
@@ -12,12 +13,35 @@ from typing import TYPE_CHECKING
 
 from harness.config import Config
 from harness.errors import ConfigError
+from sandbox.api import Limits
 
 if TYPE_CHECKING:
     from harness.tools.outbound.action import OutboundAction
 
 IDLE_SECONDS = 1800.0
 """`harness mcp --http`: a session's sandbox is removed after this long without a call."""
+
+MAX_SESSIONS = 4
+"""`harness mcp --http`: how many sessions may be open at once (`--max-sessions`); the next is refused."""
+SESSION_MEMORY = "1g"
+"""`harness mcp`: the memory of each session's sandbox (`--memory`), its tmpfs mounts included."""
+MIN_SESSION_MEMORY = 256 << 20
+SIZE = re.compile(r"([1-9][0-9]{0,6})([kmg])", re.IGNORECASE)
+
+
+def session_limits(base: Limits, memory: str = SESSION_MEMORY) -> Limits:
+    """The limits of an MCP session's sandbox: `base` (the configured ones) with `memory`, and the tmpfs
+    mounts, which count against it, sized from it: /workspace a half, /tmp a quarter, the home 1/16. A
+    client filling every mount holds at most `memory` of the host's memory, so a server holds at most
+    (max sessions + pool) x `memory`."""
+    found = SIZE.fullmatch(memory.strip())
+    total = int(found.group(1)) << {"k": 10, "m": 20, "g": 30}[found.group(2).lower()] if found else 0
+    if total < MIN_SESSION_MEMORY:
+        raise ConfigError(f"--memory {memory!r} is not a size of at least 256m for a session's sandbox; expected "
+                          "a number and k, m or g, e.g. --memory 1g")
+    return dataclasses.replace(base, memory=memory, workspace_size=f"{total // 2 >> 20}m",
+                               tmp_size=f"{total // 4 >> 20}m", home_size=f"{max(16, total // 16 >> 20)}m")
+
 
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
 EXAMPLE = "--mcp time='.venv/bin/python -m mcp_server_time'"

@@ -3,17 +3,21 @@ a separate `harness` process with real sandboxes, real approvals and the operato
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import json
 import os
 import re
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -489,7 +493,10 @@ def test_an_apply_key_is_the_sessions_own_and_bound_to_its_patch(project: Path, 
     async def session(folder: Path, new: str) -> list[str]:
         async with Client(_params(folder, tmp_path, "--approve", "queue")) as client:
             await client.call_tool("view", {"path": "calc.py"})
-            await client.call_tool("edit", {"path": "calc.py", "old": "a - b", "new": new})
+            # the editing tools' keys are the session's too (kept in its sandbox): the same edit key in the
+            # other session edits its own file
+            edited = await client.call_tool("edit", {"path": "calc.py", "old": "a - b", "new": new, "key": "fix-1"})
+            assert not edited.is_error and "already" not in _text(edited)
             first = await client.call_tool("apply_changes", {"key": "apply-1"})
             again = await client.call_tool("apply_changes", {"key": "apply-1"})    # same content: stored result
             await client.call_tool("write", {"path": "more.py", "content": "X = 1\n"})
@@ -517,3 +524,124 @@ def test_an_apply_key_is_the_sessions_own_and_bound_to_its_patch(project: Path, 
     assert asked[0].scope != asked[1].scope
     done = ApprovalQueue(tmp_path / "state").requests()
     assert sorted(r.status for r in done) == ["done", "done"]
+
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                         "clientInfo": {"name": "t", "version": "1"}}}
+
+
+def _initialize(url: str, token: str) -> Any:
+    return httpx2.post(url, json=INITIALIZE, timeout=60, headers={
+        "Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"})
+
+
+def test_http_caps_its_sessions_and_each_sandbox_s_memory_and_says_how_to_raise_them(
+        project: Path, tmp_path: Path) -> None:
+    # Before, nothing capped them: 12 initialize calls whose sessions filled /workspace and /tmp held 11.5 GB.
+    with _serving_http(project, tmp_path, "--max-sessions", "2", "--memory", "512m") as (url, token):
+        first, second, third = (_initialize(url, token) for _ in range(3))
+        assert first.status_code == second.status_code == 200, first.text
+        assert third.status_code == 503
+        error = third.json()["error"]
+        assert error["data"] == {"max_sessions": 2, "open": 2}
+        assert error["message"].startswith("harness mcp: this new session was refused: 2 session(s) are open, the "
+                                           "most this server takes (--max-sessions 2; each sandbox may hold 512m")
+        assert "--max-sessions 4" in error["message"] and "DELETE" in error["message"]
+        ids = [r.headers["mcp-session-id"] for r in (first, second)]
+
+        async def modern(session: str) -> types.CallToolResult:
+            async with Client(_http(url, token, session)) as client:
+                return await client.call_tool("bash", {"command": "cat /proc/self/cgroup > /dev/null; echo ran"})
+
+        def mine() -> list[Any]:      # this server's sandboxes (other tests' may be running meanwhile)
+            return [c for c in _sandboxes() if c.labels.get("harness.pid") in _servers(project)]
+
+        full = anyio.run(modern, "work-1")       # a session without a handshake counts too: refused, no sandbox
+        assert full.is_error and "this new session was refused: 2 session(s) are open" in _text(full)
+        assert mine() == []
+
+        def end(session_id: str) -> None:
+            ended = httpx2.delete(url, timeout=60, headers={"Authorization": f"Bearer {token}",
+                                                            "Mcp-Session-Id": session_id,
+                                                            "Mcp-Protocol-Version": "2025-06-18"})
+            assert ended.status_code == 200, ended.text
+
+        end(ids[0])
+        again = _initialize(url, token)           # room again: accepted
+        assert again.status_code == 200 and again.headers["mcp-session-id"] not in ids
+        end(ids[1])
+        ran = anyio.run(modern, "work-1")
+        assert not ran.is_error and "ran" in _text(ran)
+        [box] = mine()
+        host = box.attrs["HostConfig"]
+        assert host["Memory"] == host["MemorySwap"] == 512 << 20
+        assert "size=256m" in host["Tmpfs"]["/workspace"] and "size=128m" in host["Tmpfs"]["/tmp"]
+
+
+def _png() -> bytes:
+    """A real 1x1 PNG (signature, IHDR, IDAT, IEND)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + chunk(b"IEND", b""))
+
+
+SCRIPT = b"#!/bin/sh\necho looks harmless\x00\necho ran the hidden line\n"
+ESCAPES = "notes\n\x1b[2J\x1b]0;owned\x07 cleared \u202eevil\n"
+
+
+def _binary_changes(client: Client) -> Any:
+    b64 = base64.b64encode(_png()).decode()
+    command = ("printf '#!/bin/sh\\necho looks harmless\\0\\necho ran the hidden line\\n' > tool.sh && "
+               f"chmod +x tool.sh && echo {b64} | base64 -d > logo.png && ./tool.sh")
+    return client.call_tool("bash", {"command": command})
+
+
+def test_binary_changes_are_refused_unless_allowed_and_then_shown_as_escaped_text(project: Path,
+                                                                                  tmp_path: Path) -> None:
+    # Before, a script with one NUL byte reached the approver as `GIT binary patch ... zcmY#Z...`.
+    async def refused() -> tuple[str, str]:
+        async with Client(_params(project, tmp_path, "--approve", "queue")) as client:
+            ran = _text(await _binary_changes(client))
+            result = await client.call_tool("apply_changes", {"key": "bin-1"})
+            assert result.is_error
+            return ran, _text(result)
+
+    ran, said = anyio.run(refused)
+    assert "looks harmless" in ran and "ran the hidden line" in ran      # the script with a NUL byte runs
+    assert said.startswith("apply_changes: the patch changes 2 file(s) that git treats as binary (logo.png, "
+                           "tool.sh)") and "--allow-binary" in said, said
+    assert ApprovalQueue(tmp_path / "state").requests() == []             # nobody was asked
+    assert not project.joinpath("tool.sh").exists()
+
+    asked: list[Any] = []
+    stop = threading.Event()
+    human = threading.Thread(target=_approve_when_pending, args=(tmp_path / "state", asked, stop))
+    human.start()
+
+    async def allowed() -> str:
+        async with Client(_params(project, tmp_path, "--approve", "queue", "--allow-binary")) as client:
+            await _binary_changes(client)
+            await client.call_tool("write", {"path": "notes.txt", "content": ESCAPES})
+            return _text(await client.call_tool("apply_changes", {"key": "bin-2"}))
+
+    try:
+        applied = anyio.run(allowed)
+    finally:
+        stop.set()
+        human.join()
+    assert applied.startswith(f"applied to {project}:"), applied
+    [request] = asked
+    assert "GIT binary patch" in request.args["patch"]                    # what git gives: encoded data
+    preview = request.preview
+    assert "GIT binary patch" not in preview and "zcmY" not in preview and "literal " not in preview
+    assert "binary to git: tool.sh (new file, mode 100755)" in preview
+    assert f"becomes: {len(SCRIPT)} bytes, sha256 {hashlib.sha256(SCRIPT).hexdigest()}, 1 NUL byte(s)" in preview
+    assert "+echo looks harmless\\x00" in preview and "+echo ran the hidden line" in preview
+    assert "binary to git: logo.png (new file, mode 100644)" in preview and "+\\x89PNG\\x0d" in preview
+    assert "\\x1b[2J\\x1b]0;owned\\x07 cleared \\u202eevil" in preview       # text: escaped in the diff
+    assert not any(ch in preview for ch in "\x00\x1b\x07\u202e")
+    assert project.joinpath("tool.sh").read_bytes() == SCRIPT and os.access(project / "tool.sh", os.X_OK)
+    assert project.joinpath("logo.png").read_bytes() == _png()
+    assert project.joinpath("notes.txt").read_text() == ESCAPES
