@@ -1,13 +1,15 @@
 """Secrets inside the files that go into the sandbox, whatever the files are called.
 
-Each selected regular file is read (through `checks.read_beneath`: no link followed) and scanned with
-the built-in rules of Kingfisher (`kingfisher-secret-scanner`, MongoDB's scanner, Apache-2.0: about
-490 rules, the Betterleaks/Gitleaks catalogue plus its own, matched by Vectorscan and Rust's regex
-engine in linear time, with each rule's own entropy and context filters). Only rules of medium
-confidence and above are used: on a Django checkout (6,000 files) they flag one line, a test's
-`http://user:pass@testserver/` URL, where the generic high-entropy and keyword plugins of other
-scanners flag hundreds of ordinary lines. What a rule depends on is kept: an AWS access key id alone
-is an identifier and is not reported, an id with its secret key is.
+Each selected regular file is read (its folder through `checks.dir_beneath`, the file itself with
+O_NOFOLLOW: no link followed) and scanned with the built-in rules of Kingfisher
+(`kingfisher-secret-scanner`, MongoDB's scanner, Apache-2.0: about 490 rules, the Betterleaks/Gitleaks
+catalogue plus its own, matched by Vectorscan and Rust's regex engine in linear time, each rule with its
+own entropy and context filters). Rules of medium confidence and above are used (Kingfisher's default):
+on a Django checkout (6,000 files) they flag one line, a test's `http://user:pass@testserver/` URL,
+while high-entropy-string and keyword detectors flag 169 ordinary lines in 75 files there
+(detect-secrets 1.5.0's Base64/Hex entropy and Keyword plugins; its 24 other plugins flag 4 files, and
+it takes minutes where this scan takes half a second). What a rule depends on is kept: an AWS access
+key id alone is an identifier and is not reported; an id with its secret key is.
 
 Bounds: a file whose first `BINARY_PROBE` bytes hold a NUL (and no UTF-16/32 byte-order mark) is
 binary and not scanned (keystores and other binary secrets are left out by name,
@@ -140,31 +142,57 @@ def scan_files(root: Path, files: Iterable[tuple[str, StatKey]]) -> tuple[dict[s
     hits: dict[str, Hit] = {}
     unscannable: dict[str, str] = {}
     known = _STATE.known()
-    rootfd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        for rel, key in files:
+    with _Folders(root) as folders:
+        for rel, key in sorted(files, key=lambda item: item[0].rpartition("/")[0]):
             if key in known:
                 stored = known[key]
                 if stored is not None:
                     hits[rel] = Hit(str(stored[0]), int(str(stored[1])))
                 continue
             try:
-                hit = _scan_file(rootfd, rel)
+                hit, read_key = _scan_file(folders, rel)
             except (OSError, UnsafePathError) as exc:
                 unscannable[rel] = f"could not be read to check it for secrets ({exc.__class__.__name__})"
                 continue
             except TimeoutError:
                 unscannable[rel] = f"its check for secrets did not finish in {SCAN_TIMEOUT:.0f} s"
                 continue
-            if not _racy(key):
+            if read_key == key and not _racy(key):  # kept only for the version lstat saw, once settled
                 known[key] = None if hit is None else [hit.rule, hit.line]
                 _STATE.changed = True
             if hit is not None:
                 hits[rel] = hit
-    finally:
-        os.close(rootfd)
     _save_verdicts()
     return hits, unscannable
+
+
+class _Folders:
+    """The folder of the file being read, opened once for all its files (`checks.dir_beneath`: no link
+    followed on the way), then each file opened in it with O_NOFOLLOW. Files come sorted by folder, so
+    one folder is open at a time."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        self.name: str | None = None
+        self.fd = -1
+
+    def __enter__(self) -> _Folders:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+        os.close(self.root)
+
+    def open(self, rel: str) -> int:
+        folder, _, name = rel.rpartition("/")
+        if folder != self.name:
+            if self.fd >= 0:
+                os.close(self.fd)
+                self.fd, self.name = -1, None
+            self.fd = checks.dir_beneath(self.root, folder)
+            self.name = folder
+        return os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self.fd)
 
 
 def _racy(key: StatKey) -> bool:
@@ -175,24 +203,27 @@ def _racy(key: StatKey) -> bool:
     return time.time_ns() - max(int(mtime_ns), int(ctime_ns)) < RACY_NS
 
 
-def _scan_file(rootfd: int, rel: str) -> Hit | None:
-    """The first secret in `rel`, read and scanned `WINDOW` bytes at a time (each overlapping the last)."""
-    fd = checks.open_beneath(rootfd, rel, os.O_RDONLY | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+def _scan_file(folders: _Folders, rel: str) -> tuple[Hit | None, StatKey]:
+    """The first secret in `rel`, read and scanned `WINDOW` bytes at a time (each overlapping the last),
+    and the key of the file as it was read."""
+    with os.fdopen(folders.open(rel), "rb", buffering=0) as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
             raise UnsafePathError(f"{rel} is not a regular file")
         carry = b""
         lines_before = 0                             # newlines in the file before `carry` starts
+        asked = min(WINDOW, info.st_size + 1)        # a small file is read whole, into a buffer its size
         while True:
-            block = f.read(WINDOW)
+            block = f.read(asked) or b""
             if not block:
-                return None
+                return None, stat_key(info)
             if not carry and b"\0" in block[:BINARY_PROBE] and not block.startswith(_BOMS):
-                return None                          # binary: not scanned (see the module's docstring)
+                return None, stat_key(info)          # binary: not scanned (see the module's docstring)
             data = carry + block
             hit = _first(_STATE.scanner_now(), data, lines_before)
-            if hit is not None or len(block) < WINDOW:
-                return hit
+            if hit is not None or len(block) < asked:
+                return hit, stat_key(info)
+            asked = WINDOW
             carry = data[-OVERLAP:]
             lines_before += data.count(b"\n", 0, len(data) - len(carry))
 
