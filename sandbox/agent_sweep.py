@@ -111,6 +111,10 @@ def frozen(client: docker.DockerClient, container_id: str) -> Iterator[None]:
     try:
         client.api.pause(container_id)
     except docker.errors.APIError as exc:
+        state = _state(client, container_id)
+        if state != "running":
+            raise SandboxError(f"the sandbox's container {container_id[:12]} is {state}, so no channel can be "
+                               "started in it; start a new sandbox") from exc
         raise AgentProcessesSurvive(
             f"the daemon could not pause container {container_id[:12]} ({exc}), so the harness cannot prove "
             "that no process of the agent outlived the channel server; a new server is not started there "
@@ -120,6 +124,14 @@ def frozen(client: docker.DockerClient, container_id: str) -> Iterator[None]:
         yield
     finally:
         client.api.unpause(container_id)
+
+
+def _state(client: docker.DockerClient, container_id: str) -> str:
+    """The container's state as the daemon says it ("running", "exited", ...), "gone" once removed."""
+    try:
+        return str(client.api.inspect_container(container_id)["State"]["Status"])
+    except docker.errors.NotFound:
+        return "gone"
 
 
 def _agent_uid_on_host(client: docker.DockerClient, container_id: str, procs: list[ContainerProcess]) -> int:

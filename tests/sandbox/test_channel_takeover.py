@@ -130,3 +130,12 @@ def test_a_sweep_that_cannot_prove_none_is_left_starts_no_server_and_ends_the_sa
     assert [a for _, a in agent_processes(sandbox).values()] == ["sleep 100"]    # no server among them
     with pytest.raises(AgentProcessesSurvive):
         end_agent_processes(client, container, rounds=0)
+
+
+def test_a_restart_in_a_container_that_stopped_says_so(sandbox: DockerSandbox) -> None:
+    sandbox.container.kill()
+    with pytest.raises(ChannelClosed):
+        sandbox.exec("true", timeout=10)
+    with pytest.raises(SandboxError, match=r"not restarted: the sandbox's container \w+ is (exited|gone|removing|dead)"
+                                           r", so no channel can be started in it; start a new sandbox"):
+        sandbox.restart_channel()
