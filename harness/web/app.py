@@ -212,6 +212,12 @@ def make_app(console: Console) -> Starlette:
             return _error(409, str(exc))
         return JSONResponse(request_view(decided))
 
+    def runs_view(_: Request) -> dict[str, Any]:
+        cut: list[str] = []
+        listed = runs.list_runs(console.roots, cut)
+        return {"runs": listed, "roots": [safe_text(str(p)) for p in console.roots.paths],
+                "cut": [safe_text(c) for c in cut]}
+
     def param(request: Request, name: str) -> str:
         value = request.query_params.get(name)
         if value is None:
@@ -239,8 +245,7 @@ def make_app(console: Console) -> Starlette:
         Route("/static/{name:path}", asset),
         Route("/api/state", api(state)),
         Route("/api/decide", decide, methods=["POST"]),
-        Route("/api/runs", api(lambda r: {"runs": runs.list_runs(console.roots),
-                                          "roots": [safe_text(str(p)) for p in console.roots.paths]})),
+        Route("/api/runs", api(runs_view)),
         Route("/api/run", api(lambda r: runs.run_view(console.roots, param(r, "ref")))),
         Route("/api/steps", api(lambda r: steps.steps_view(console.roots, console.trajectories, param(r, "ref"),
                                                           number(r, "start", 0), number(r, "limit", runs.STEP_PAGE)))),

@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from harness.web.records import (
 )
 
 MAX_DEPTH = 3
+MAX_ENTRIES = 100_000         # entries of one folder looked at (a listing costs memory and time per entry)
 FOLD_LINES = (60, 30)         # a longer text block is sent as its first and last lines, with the count between
 FOLD_CHARS = 60_000           # and one longer than this, whatever its lines, as its head and tail characters
 LIVE_SECONDS = 120            # a run without result.json whose trajectory changed this recently is "running"
@@ -117,6 +119,7 @@ class Roots:
     as a root of its own when the list is read, numbered after the others (numbers never change)."""
     paths: list[Path]
     state_dir: Path | None = None
+    max_entries: int = MAX_ENTRIES        # entries of one folder looked at
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def refresh(self) -> None:
@@ -147,9 +150,11 @@ class Roots:
             raise NotFound(f"no run {ref!r}: {folder} is not a folder")
         return folder
 
-    def walk(self) -> Iterator[tuple[str, Path, str]]:
+    def walk(self, cut: list[str] | None = None) -> Iterator[tuple[str, Path, str]]:
         """(ref, folder, kind) of every run and evaluation below the roots (or a root that is one itself,
-        such as a recorded output folder); kind "run" or "eval"."""
+        such as a recorded output folder); kind "run" or "eval". A folder of more than `max_entries`
+        entries is looked at for that many only, said in `cut`."""
+        cut = [] if cut is None else cut
         self.refresh()
         for number, root in enumerate(self.paths):
             if not root.is_dir() or root.is_symlink():
@@ -158,31 +163,45 @@ class Roots:
             if kind is not None:
                 yield str(number), root, kind
             else:
-                yield from _walk(root, str(number), 0)
+                yield from _walk(root, str(number), 0, cut, self.max_entries)
 
 
 def folder_kind(folder: Path) -> str | None:
-    names = _names(folder)
-    if "run.json" in names and ("report.json" in names or "instances" in names):
+    """"eval", "run" or None, from the names the folder holds (looked up one by one, never listed)."""
+    if _has(folder, "run.json") and (_has(folder, "report.json") or _has(folder, "instances")):
         return "eval"
-    if "trajectory.jsonl" in names or "result.json" in names or "done" in names:
+    if any(_has(folder, name) for name in ("trajectory.jsonl", "result.json", "done")):
         return "run"       # an agent session, or an evaluation's instance (graded predictions have no session)
     return None
 
 
-def _names(folder: Path) -> set[str]:
+def _has(folder: Path, name: str) -> bool:
     try:
-        return set(os.listdir(folder))
+        os.lstat(folder / name)
     except OSError:
-        return set()
+        return False
+    return True
 
 
-def _walk(folder: Path, ref: str, depth: int) -> Iterator[tuple[str, Path, str]]:
+def _entries(folder: Path, cut: list[str], limit: int) -> list[os.DirEntry[str]]:
+    """The folder's first `limit` entries, by name (more are said in `cut`); none when unreadable."""
     try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        with os.scandir(folder) as scan:
+            entries = list(islice(scan, limit + 1))
     except OSError:
-        return
-    for entry in entries:
+        return []
+    if len(entries) > limit:
+        cut.append(f"{folder} holds more than {limit:,} entries: {limit:,} of them are looked at")
+        entries = entries[:limit]
+    return sorted(entries, key=lambda e: e.name)
+
+
+def _names(folder: Path, cut: list[str], limit: int) -> set[str]:
+    return {e.name for e in _entries(folder, cut, limit)}
+
+
+def _walk(folder: Path, ref: str, depth: int, cut: list[str], limit: int) -> Iterator[tuple[str, Path, str]]:
+    for entry in _entries(folder, cut, limit):
         if not entry.is_dir(follow_symlinks=False) or entry.name.startswith("."):
             continue
         path, child_ref = Path(entry.path), f"{ref}/{entry.name}"
@@ -190,7 +209,7 @@ def _walk(folder: Path, ref: str, depth: int) -> Iterator[tuple[str, Path, str]]
         if kind is not None:
             yield child_ref, path, kind
         elif depth + 1 < MAX_DEPTH:
-            yield from _walk(path, child_ref, depth + 1)
+            yield from _walk(path, child_ref, depth + 1, cut, limit)
 
 
 def mtime(path: Path) -> float | None:
@@ -296,10 +315,10 @@ def eval_summary(ref: str, folder: Path) -> dict[str, Any]:
     return _damaged(row, problems)
 
 
-def list_runs(roots: Roots) -> list[dict[str, Any]]:
+def list_runs(roots: Roots, cut: list[str] | None = None) -> list[dict[str, Any]]:
     """Every run and evaluation below the roots, newest first; one that cannot be read is listed as
-    damaged, with why, and the others as ever."""
-    rows = [_summary(ref, folder, kind) for ref, folder, kind in roots.walk()]
+    damaged, with why, and the others as ever. What of the folders was not looked at goes in `cut`."""
+    rows = [_summary(ref, folder, kind) for ref, folder, kind in roots.walk(cut)]
     return sorted(rows, key=lambda r: -float(r.get("changed") or 0))
 
 
@@ -321,7 +340,8 @@ def run_view(roots: Roots, ref: str) -> dict[str, Any]:
     if folder_kind(folder) != "run":
         raise NotFound(f"{ref!r} is not a run folder (it holds no trajectory.jsonl or result.json)")
     problems: list[str] = []
-    names = _names(folder)
+    cut: list[str] = []
+    names = _names(folder, cut, roots.max_entries)
     tests = next((read_text(folder / n) for n in TEST_OUTPUTS if n in names), None)
     instance = folder.parent.name == "instances" and folder_kind(folder.parent.parent) == "eval"
     return {"summary": run_summary(ref, folder), "result": safe_tree(_record(folder, "result.json", problems)),
@@ -331,7 +351,7 @@ def run_view(roots: Roots, ref: str) -> dict[str, Any]:
             "attempts": sorted(safe_text(f"{ref}/{n}") for n in names if n.startswith("attempt-")
                                and folder_kind(folder / n) == "run"),
             "evaluation": safe_text(ref.rsplit("/instances/", 1)[0]) if instance else None,
-            "files": sorted(safe_text(n) for n in names)}
+            "files": sorted(safe_text(n) for n in names), "cut": [safe_text(c) for c in cut]}
 
 
 # ---------------------------------------------------------------- evaluations
@@ -346,7 +366,7 @@ def eval_view(roots: Roots, ref: str) -> dict[str, Any]:
         raise NotFound(f"{ref!r} is not an evaluation folder (it holds no run.json with report.json)")
     problems: list[str] = []
     report = _record(folder, "report.json", problems) or {}
-    present = _names(folder / "instances")
+    present = _names(folder / "instances", problems, roots.max_entries)
     rows = []
     for iid, row in sorted(_dict(report.get("instances")).items()):
         if not isinstance(row, dict):

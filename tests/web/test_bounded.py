@@ -21,6 +21,7 @@ import pytest
 
 from harness.evaluation.report import InstanceRecord, write_done
 from harness.web.records import DEPTH_CAP, LINE_CAP, RECORD_CAP, nesting
+from harness.web.runs import MAX_ENTRIES, Roots, list_runs
 from harness.web.server import make_web_server
 from harness.web.steps import TRAJECTORY_CAP
 from tests.web.hostile_run import write_hostile_run
@@ -222,3 +223,19 @@ def test_values_read_from_a_folder_name_no_css_class_of_their_own(tmp_path: Path
     assert rows["hostile-instance"]["status"] == "resolved state-running"          # shown as text, as ever
     assert (rows["known-instance"]["status_class"], rows["known-instance"]["tests_class"]) == ("resolved", "true")
     assert [s["role_class"] for s in steps] == ["other", "assistant"]
+
+
+def test_a_folder_of_more_entries_than_the_cap_is_looked_at_up_to_it_and_said(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    crowded = runs / "crowded"
+    crowded.mkdir(parents=True)
+    for n in range(501):
+        (crowded / f"f{n}").touch()
+    write_hostile_run(runs / "good", steps=1)
+    cut: list[str] = []
+    assert [r["ref"] for r in list_runs(Roots([runs], max_entries=500), cut)] == ["0/good"]
+    assert cut == [f"{crowded} holds more than 500 entries: 500 of them are looked at"]
+    assert MAX_ENTRIES == 100_000
+    with make_web_server(None, [runs], port=0) as server:         # the default cap: nothing cut, said as such
+        status, answer = _get(server.base + "/api/runs", sign_in(server.url))
+    assert status == 200 and answer["cut"] == [] and [r["ref"] for r in answer["runs"]] == ["0/good"]

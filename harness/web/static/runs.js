@@ -66,7 +66,8 @@ export function runsView(main) {
 
   async function refresh() {
     const data = await getJSON("/api/runs");
-    roots.textContent = "Folders shown: " + data.roots.join(", ") + " (add more with `harness web --runs DIR`)";
+    roots.textContent = "Folders shown: " + data.roots.join(", ") + " (add more with `harness web --runs DIR`)" +
+      (data.cut && data.cut.length ? ". Not looked at: " + data.cut.join("; ") : "");
     const text = JSON.stringify(data.runs);
     if (text !== last) {
       last = text;
