@@ -107,7 +107,10 @@ def find_checkout(path: Path) -> Checkout | None:
     """The repository git would find from `path` (walking up, stopping at a filesystem boundary as git
     does), read without running git; None when there is none or the `.git` found is not valid."""
     here = Path(os.path.realpath(path))
-    device, start = here.stat().st_dev, here
+    try:
+        device, start = here.stat().st_dev, here
+    except OSError:
+        return None
     while True:
         dotgit = here / ".git"
         git_dir = dotgit if dotgit.is_dir() and _is_git_dir(dotgit) else _gitfile(dotgit) if dotgit.is_file() else None
