@@ -6,6 +6,7 @@ puts one back; the secret's value never reaches what the operator is told or wha
 from __future__ import annotations
 
 import base64
+import json
 import os
 import secrets
 import string
@@ -14,10 +15,14 @@ import time
 import zlib
 from pathlib import Path
 
+import pytest
+
+from harness.cli.main import main
 from harness.core import secret_scan
 from harness.core.project import SECRET, LeftOut, ProjectFiles, select_files
 from harness.core.sources import GIT_IDENTITY, cache_dir
 from harness.inplace import selection_lines
+from harness.trajectory import load_trajectory
 
 ALNUM = string.ascii_letters + string.digits
 
@@ -221,3 +226,34 @@ def test_the_stored_verdicts_hold_rule_ids_and_lines_never_a_value(tmp_path: Pat
     assert secret_of(select_files(repo), "release.py").rule == "betterleaks.github-pat"
     stored = (cache_dir() / "secret-scan" / "verdicts.json").read_text()
     assert "betterleaks.github-pat" in stored and token not in stored and token[4:] not in stored
+
+
+@pytest.mark.docker
+def test_harness_run_tells_each_secret_by_rule_and_line_and_the_sandbox_never_holds_it(
+        tmp_path: Path, sandbox_image: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL", "HARNESS_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HARNESS_STATE_DIR", str(tmp_path / "state"))
+    pem, token = private_key_pem(), github_token()
+    repo = checkout(tmp_path / "shop", {"app.py": "x = 1\n", "notes.txt": "Server notes\n\nthe key:\n" + pem,
+                                        ".pgpass": "db:5432:shop:app:hunter2\n",
+                                        "tests/fixtures/token.txt": f"{token}\n"})
+    look = [{"type": "text", "text": "What is here?"},
+            {"type": "tool_use", "name": "bash", "input": {"command": "find . -type f -not -path './.git/*' | sort"}}]
+    model = tmp_path / "look.json"
+    model.write_text(json.dumps({"turns": [look, [{"type": "text", "text": "Nothing to change."}]]}))
+    out = tmp_path / "run"
+    code = main(["run", "--repo", str(repo), "--problem", "look around", "--model", f"scripted:{model}",
+                 "--include", "tests/fixtures/*", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err[-3000:]
+    assert ("left out as secrets (2): .pgpass (name:pgpass), notes.txt (line 4: betterleaks.private-key); "
+            "put one back with --include PATH") in captured.err
+    listing = [r.content for m in load_trajectory(out / "trajectory.jsonl") for r in m.tool_results][0]
+    files = {line.strip() for line in listing.splitlines() if line.strip().startswith("./")}
+    assert files == {"./app.py", "./tests/fixtures/token.txt"}, listing     # --include put the fixture back
+    recorded = captured.out + captured.err + "".join(
+        p.read_text(errors="replace") for p in out.rglob("*") if p.is_file())
+    for value in (*pem.splitlines()[1:-1], "hunter2"):
+        assert value not in recorded
