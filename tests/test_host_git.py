@@ -39,16 +39,45 @@ def test_no_command_runs_a_program_an_armed_repository_names_and_each_still_work
     assert broke == {}, f"`{command}` did not do its job on {broke}"
 
 
-def test_a_view_reads_only_the_config_the_harness_wrote(tmp_path: Path) -> None:
-    repo = armed(tmp_path, "include-path")
-    git(repo, "config", "core.filemode", "false")
-    git(repo, "config", "core.autocrlf", "sh -c id")       # not a value git knows: never carried over
+PROGRAM_KEYS = (
+    "filter.v.clean", "filter.v.smudge", "filter.v.process", "diff.v.textconv", "diff.v.command", "diff.external",
+    "merge.v.driver", "core.sshCommand", "core.gitProxy", "core.pager", "pager.log", "core.editor", "core.askPass",
+    "core.alternateRefsCommand", "core.fsmonitor", "core.hooksPath", "credential.helper",
+    "credential.https://example.invalid.helper", "gpg.program", "gpg.ssh.program", "gpg.x509.program",
+    "sequence.editor", "remote.origin.uploadpack", "remote.origin.receivepack", "remote.origin.vcs",
+    "url.ext::sh.insteadOf", "uploadpack.packObjectsHook", "submodule.sub.update", "alias.ls-files",
+    "include.path", "includeIf.gitdir:/.path", "extensions.partialClone", "remote.origin.promisor",
+    "protocol.allow", "core.worktree", "core.excludesFile", "core.attributesFile", "safe.directory",
+)
+VIEW_KEYS = {"core.repositoryformatversion", "core.bare", "core.fsmonitor", "core.hookspath", "core.attributesfile",
+             "core.untrackedcache", "core.logallrefupdates", "core.filemode", "protocol.allow", "gc.auto",
+             "maintenance.auto", "commit.gpgsign", "tag.gpgsign", "submodule.recurse", "index.skiphash"}
+
+
+def test_a_view_reads_only_the_config_the_harness_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))                   # an operator with no ignore file of their own
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    repo = armed(tmp_path, "hooks")
+    extra = tmp_path / "extra.config"
+    for key in PROGRAM_KEYS:                                     # every key that names a program, or a file
+        if key != "core.worktree":
+            git(tmp_path, "config", "--file", str(extra), key, str(tmp_path / "programs" / "hooks"))
+    git(tmp_path, "config", "--file", str(extra), "core.filemode", "false")
+    git(tmp_path, "config", "--file", str(extra), "core.autocrlf", "sh -c id")   # not a value git knows: dropped
+    with open(repo / ".git" / "config", "a") as f:
+        f.write(extra.read_text())
     with hostgit.view(repo) as view:
         listed = view.run(["config", "--list", "--show-origin"]).stdout.decode()
     origins = {line.split("\t")[0] for line in listed.splitlines()}
     assert origins == {f"file:{view.dir / 'config'}"}, listed
-    assert "core.filemode=false" in listed and "autocrlf" not in listed
-    assert "filter." not in listed and "include" not in listed and "protocol.allow=never" in listed
+    keys = {line.split("\t")[1].split("=")[0] for line in listed.splitlines()}
+    assert keys == VIEW_KEYS, listed
+    assert "core.filemode=false" in listed and "core.fsmonitor=false" in listed and "protocol.allow=never" in listed
+    assert "programs" not in listed
+    git(repo, "config", "core.worktree", str(tmp_path))
+    with pytest.raises(TaskError, match="sets core.worktree"):
+        with hostgit.view(repo):
+            pass
 
 
 def test_find_checkout_finds_what_git_finds(tmp_path: Path) -> None:
