@@ -74,7 +74,8 @@ def test_a_view_reads_only_the_config_the_harness_wrote(tmp_path: Path, monkeypa
     assert keys == VIEW_KEYS, listed
     assert "core.filemode=false" in listed and "core.fsmonitor=false" in listed and "protocol.allow=never" in listed
     assert "programs" not in listed
-    git(repo, "config", "core.worktree", str(tmp_path))
+    with open(repo / ".git" / "config", "a") as f:
+        f.write(f"[core]\n\tworktree = {tmp_path}\n")
     with pytest.raises(TaskError, match="sets core.worktree"):
         with hostgit.view(repo):
             pass
