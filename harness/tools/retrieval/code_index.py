@@ -14,7 +14,6 @@ import math
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
 from harness.tools.editing.lint import gc_paused
@@ -27,7 +26,7 @@ class DenseHalf(Protocol):
     """What the index knows of its dense half (`dense.DenseIndex`): the warm-up starts its builder."""
 
     def start(self, index: CodeIndex, texts: Mapping[str, str], fetch: Callable[[list[str]], Mapping[str, str]] | None,
-              root: Path | None = None) -> threading.Thread: ...
+              on_host: Mapping[str, str] | None = None) -> threading.Thread: ...
 
 K1, B = 1.2, 0.75
 WARM_WAIT = 120.0    # seconds the first query waits for the session's prewarming before analysing itself

@@ -16,10 +16,10 @@ second or two of the session's start.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from harness.tools.retrieval.chunk_cache import ChunkCache
@@ -27,6 +27,7 @@ from harness.tools.retrieval.chunks import chunk_file, dense_scope, embed_text, 
 from harness.tools.retrieval.code_index import CodeIndex
 from harness.tools.retrieval.embedding import DIM, QUERY_TOKENS, embed_many, shared_encoder
 
+MAX_FILE_BYTES = 512 * 1024   # as find_code and the warm-up read
 INLINE_CHUNKS = 16        # chunks a query embeds itself (an edit's); more go to the builder
 Fetch = Callable[[list[str]], Mapping[str, str]]
 
@@ -93,31 +94,32 @@ class DenseIndex:
         return f"the dense half is still being built ({total - len(self.missing(index)):,} of {total:,} chunks)"
 
     def start(self, index: CodeIndex, texts: Mapping[str, str], fetch: Fetch | None,
-              root: Path | None = None) -> threading.Thread:
+              on_host: Mapping[str, str] | None = None) -> threading.Thread:
         """Build in a daemon thread: the cache's vectors first, then the rest embedded from `texts`,
-        the files under `root`, and what `fetch` returns."""
+        the host's files `on_host` names (path -> the file on the host, as the warm-up listed them: no link
+        followed), and what `fetch` returns."""
         with self._lock:
             if self.building is not None and self.building.is_alive():
                 return self.building
-            thread = threading.Thread(target=self._build_quietly, args=(index, texts, fetch, root),
+            thread = threading.Thread(target=self._build_quietly, args=(index, texts, fetch, on_host),
                                       name="find-code-dense", daemon=True)
             self.building = thread
             thread.start()
             return thread
 
     def _build_quietly(self, index: CodeIndex, texts: Mapping[str, str], fetch: Fetch | None,
-                       root: Path | None) -> None:
+                       on_host: Mapping[str, str] | None) -> None:
         try:
-            self.build(index, texts, fetch, root)
+            self.build(index, texts, fetch, on_host)
             shared_encoder().encode(["load the model"], QUERY_TOKENS)   # the first query's model, loaded
             self._rows(index)                                           # and its matrix
         except Exception:  # noqa: BLE001 - the builder has no one to tell: the next query starts it again
             pass
 
     def build(self, index: CodeIndex, texts: Mapping[str, str], fetch: Fetch | None = None,
-              root: Path | None = None) -> int:
+              on_host: Mapping[str, str] | None = None) -> int:
         """Give every chunk of `index` its vector: from the cache, else embedded (from `texts`, files
-        under `root`, or `fetch`); returns how many were embedded."""
+        `on_host`, or `fetch`); returns how many were embedded."""
         wanted = self.missing(index)
         if self.cache is not None and wanted:
             found = self.cache.get_vectors(wanted)
@@ -127,8 +129,9 @@ class DenseIndex:
             return 0
         files = _files_of(index, wanted)
         have = {p: t for p, t in texts.items() if p in files}
-        if root is not None:
-            have.update({p: t for p in files if p not in have and (t := _read(root / p)) is not None})
+        if on_host is not None:
+            have.update({p: t for p in files
+                         if p not in have and p in on_host and (t := _read(on_host[p])) is not None})
         rest = [p for p in files if p not in have]
         if rest and fetch is not None and not self.stop.is_set():
             have.update(fetch(rest))
@@ -188,11 +191,14 @@ def _files_of(index: CodeIndex, keys: set[str]) -> list[str]:
                    if dense_scope(path) and any(owners.get(c) in keys for c in ids)})
 
 
-def _read(path: Path) -> str | None:
+def _read(path: str) -> str | None:
+    """The text of a host file the warm-up listed, never through a link (it may have become one since)."""
     try:
-        return path.read_bytes().decode("utf-8", "replace")
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return None
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read(MAX_FILE_BYTES).decode("utf-8", "replace")
 
 
 def _numpy() -> Any:

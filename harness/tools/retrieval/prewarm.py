@@ -188,7 +188,8 @@ def start_warming(index: CodeIndex, root: Path | None, extensions: tuple[str, ..
         except Exception:  # noqa: BLE001 - warming is an optimisation: find_code analyses what is missing
             pass
         if index.dense is not None and not index.stop_warming.is_set():   # then the dense half, from the same files
-            index.dense.start(index, {}, None, root=Path(root))
+            on_host = {rel: path for path, rel, _ in _listing(str(root), extensions, skip_dirs)}
+            index.dense.start(index, {}, None, on_host=on_host)
 
     thread = threading.Thread(target=run, name="find-code-warm", daemon=True)
     index.warming = thread

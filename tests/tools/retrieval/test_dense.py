@@ -15,7 +15,9 @@ from harness.tools.retrieval import embedding
 from harness.tools.retrieval.chunk_cache import ChunkCache
 from harness.tools.retrieval.code_index import CodeIndex
 from harness.tools.retrieval.dense import DenseIndex
+from harness.tools.retrieval.find_code import EXTENSIONS, SKIP_DIRS
 from harness.tools.retrieval.hybrid import Stages, rank, rrf
+from harness.tools.retrieval.prewarm import start_warming
 
 FILES = {
     "weather/units.py": 'def celsius_to_fahrenheit(value):\n    """Degrees C to degrees F."""\n'
@@ -132,3 +134,29 @@ def test_the_stage_switches_are_checked() -> None:
     with pytest.raises(ConfigError, match="find_code_rrf_c must be a whole number of at least 1, got 0"):
         ToolsConfig(find_code_rrf_c=0)
     assert ToolsConfig().find_code_rrf_c == 60 and ToolsConfig().find_code_rerank is False
+
+
+def test_the_warm_up_builds_the_dense_half_from_the_host_copy(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    for rel, text in FILES.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    cache = ChunkCache(tmp_path / "cache.sqlite3")
+    index = CodeIndex(cache=cache)
+    index.dense = dense = DenseIndex(cache=cache, stop=index.stop_warming)
+    thread = start_warming(index, root, EXTENSIONS, SKIP_DIRS)
+    assert thread is not None
+    thread.join(120)
+    assert dense.building is not None
+    dense.building.join(120)
+    assert len(index.files) == 4 and not dense.missing(index) and dense.embedded == 4
+    assert rank(index, dense, "make a photo smaller", 1, Stages())[0].chunk.name == "shrink_picture"
+
+
+def test_the_host_copy_is_read_through_no_link(tmp_path: Path) -> None:
+    real = tmp_path / "real.py"
+    real.write_text("def secret():\n    return 1\n")
+    link = tmp_path / "link.py"
+    link.symlink_to(real)
+    assert dense_module._read(str(real)) == "def secret():\n    return 1\n"     # the control: a plain file reads
+    assert dense_module._read(str(link)) is None
