@@ -130,6 +130,8 @@ def test_staging_refuses_an_existing_destination(checkout: Path, tmp_path: Path)
     (".env", True), (".env.production", True), (".env.example", False), ("config/id_rsa", True),
     ("id_rsa.pub", False), ("deploy/server.KEY", True), ("credentials.json", True), (".aws/config", True),
     ("src/keys.py", False), ("docs/secrets.md", False), ("config/secrets.yaml", True), ("README.md", False),
+    ("kubeconfig", True), (".pgpass", True), ("keys/id_rsa_github", True), ("infra/terraform.tfstate", True),
+    ("shop/credentials.py", False), ("k8s/kubeconfig.go", False), ("ci/deploy_key.py", False),
 ])
 def test_secret_looking_names(path: str, secret: bool) -> None:
     assert looks_secret(path) is secret

@@ -83,6 +83,7 @@ class _State:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.store_lock = threading.Lock()           # verdicts are added and written by concurrent selections
         self.thread: threading.Thread | None = None
         self.scanner: Scanner | None = None
         self.error: BaseException | None = None
@@ -158,8 +159,9 @@ def scan_files(root: Path, files: Iterable[tuple[str, StatKey]]) -> tuple[dict[s
                 unscannable[rel] = f"its check for secrets did not finish in {SCAN_TIMEOUT:.0f} s"
                 continue
             if read_key == key and not _racy(key):  # kept only for the version lstat saw, once settled
-                known[key] = None if hit is None else [hit.rule, hit.line]
-                _STATE.changed = True
+                with _STATE.store_lock:
+                    known[key] = None if hit is None else [hit.rule, hit.line]
+                    _STATE.changed = True
             if hit is not None:
                 hits[rel] = hit
     _save_verdicts()
@@ -259,16 +261,18 @@ def _load_verdicts() -> dict[StatKey, list[object] | None]:
 
 def _save_verdicts() -> None:
     """Store the verdicts (rule ids and line numbers only) if any is new; a failure only costs a rescan."""
-    if not _STATE.changed or _STATE.verdicts is None:
-        return
-    if len(_STATE.verdicts) > _CACHE_LIMIT:
-        _STATE.verdicts.clear()
-    folder = checks.private_dir(_verdicts_file().parent)
-    temporary = folder / f".verdicts.{os.getpid()}.{threading.get_ident()}"
+    with _STATE.store_lock:
+        if not _STATE.changed or _STATE.verdicts is None:
+            return
+        if len(_STATE.verdicts) > _CACHE_LIMIT:
+            _STATE.verdicts.clear()
+        text = json.dumps({"rules": RULES_VERSION, "verdicts": _STATE.verdicts})
+        _STATE.changed = False
     try:
-        checks.write_file(temporary, json.dumps({"rules": RULES_VERSION, "verdicts": _STATE.verdicts}))
+        folder = checks.private_dir(_verdicts_file().parent)
+        temporary = folder / f".verdicts.{os.getpid()}.{threading.get_ident()}"
+        checks.write_file(temporary, text)
         os.replace(temporary, _verdicts_file())
-    except OSError:
-        temporary.unlink(missing_ok=True)
-        return
-    _STATE.changed = False
+    except (OSError, UnsafePathError):               # the cache is not kept; the next selection scans again
+        with _STATE.store_lock:
+            _STATE.changed = True
