@@ -326,7 +326,7 @@ def open_beneath(root: Path | str | int, rel: str, flags: int = os.O_RDONLY, mod
         try:
             fd = _openat2(rootfd, "/".join(parts), flags, mode)
         except OSError as exc:
-            if exc.errno not in (errno.ELOOP, errno.EXDEV, errno.ENOTDIR):
+            if exc.errno not in (errno.ELOOP, errno.EXDEV, errno.ENOTDIR, errno.EINVAL):
                 raise
             fd = None                            # walked below to name the link (or raise what os.open says)
         if fd is not None:
@@ -357,7 +357,7 @@ def dir_beneath(root: Path | str | int, rel: str, *, create: bool = False, mode:
         try:
             fd = _openat2(rootfd, "/".join(parts), os.O_PATH | os.O_DIRECTORY, 0)
         except OSError as exc:
-            if exc.errno not in (errno.ELOOP, errno.EXDEV, errno.ENOTDIR, errno.ENOENT):
+            if exc.errno not in (errno.ELOOP, errno.EXDEV, errno.ENOTDIR, errno.ENOENT, errno.EINVAL):
                 raise
             fd = None                            # walked below: to name the link, or to make what is missing
         if fd is not None:
