@@ -299,7 +299,8 @@ def _link_state(checkout: Checkout, view_dir: Path) -> None:
                 os.symlink(os.path.realpath(entry), view_dir / entry.name)
     exclude = checkout.common_dir / "info" / "exclude"
     if exclude.is_file():
-        (view_dir / "info" / "exclude").write_bytes(exclude.read_bytes()[:_MAX_SMALL])
+        with open(exclude, "rb") as f:
+            (view_dir / "info" / "exclude").write_bytes(f.read(_MAX_SMALL))
 
 
 def _make_dir(view_dir: Path, config: str, objects: bool) -> None:
