@@ -141,7 +141,7 @@ class GitView:
     def run(self, args: Sequence[str], *, cwd: Path | None = None, stdin: bytes = b"",
             env: Mapping[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[bytes]:
         """`git ARGS` in `cwd` (default: the work tree's top, else the view) with the view's environment
-        plus `env` (for GIT_INDEX_FILE and dates only)."""
+        plus `env` (the caller's index file, identity and dates, a scratch repository's work tree)."""
         where = cwd or (self.checkout.top if self.checkout and self.checkout.top else self.dir)
         return subprocess.run(["git", *args], cwd=where, input=stdin, capture_output=True, timeout=timeout,
                               env={**self.env, **(env or {})})
