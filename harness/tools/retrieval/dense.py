@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,7 @@ class DenseIndex:
     stop: threading.Event = field(default_factory=threading.Event, repr=False)
     embedded: int = 0                     # chunks this index embedded itself (not found in the cache)
     workers: int | None = None            # embedding processes (None: one per core)
+    build_seconds: float | None = None    # how long the last build in the background took
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _matrix: tuple[int, list[int], Any] | None = field(default=None, repr=False)   # (generation, ids, rows)
     _scope: tuple[int, dict[int, str]] | None = field(default=None, repr=False)   # (generation, scoped)
@@ -109,8 +111,10 @@ class DenseIndex:
 
     def _build_quietly(self, index: CodeIndex, texts: Mapping[str, str], fetch: Fetch | None,
                        on_host: Mapping[str, str] | None) -> None:
+        started = time.monotonic()
         try:
             self.build(index, texts, fetch, on_host)
+            self.build_seconds = time.monotonic() - started
             shared_encoder().encode(["load the model"], QUERY_TOKENS)   # the first query's model, loaded
             self._rows(index)                                           # and its matrix
         except Exception:  # noqa: BLE001 - the builder has no one to tell: the next query starts it again
