@@ -10,7 +10,7 @@ chunk ranking. Printed per repository and overall: file-level recall@1/5/10, MRR
 chunk-level recall@5/10 and MRR; the cost (embedding, first answer cold and warm, memory).
 
     .venv/bin/python bench/bench_find_code.py [--instances FILE ...] [--repos DIR] [--per-repo 7]
-        [--repo sympy/sympy ...] [--json OUT.json] [--cache PATH]
+        [--repo sympy/sympy ...] [--json OUT.json] [--cache PATH] [--rrf-c 10 100]
 
 Embeddings go to the machine's cache (or `--cache`): a second run embeds nothing it has seen.
 """
@@ -161,7 +161,8 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_case(case: Case, cache: ChunkCache, cost: dict[str, Any]) -> dict[str, tuple[list[str], list[Chunk]]]:
+def run_case(case: Case, cache: ChunkCache, cost: dict[str, Any],
+             more_c: tuple[int, ...] = ()) -> dict[str, tuple[list[str], list[Chunk]]]:
     index = CodeIndex(cache=cache)
     fps = {p: hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest() for p, t in case.files.items()}
     started = time.perf_counter()
@@ -179,7 +180,7 @@ def run_case(case: Case, cache: ChunkCache, cost: dict[str, Any]) -> dict[str, t
     grep = grep_rank(case, index)
     out["grep"] = (rank_files((c, 0.0) for c in grep), grep)
     stages = {"bm25": Stages(dense=False), "dense": Stages(bm25=False), "hybrid": Stages(),
-              "hybrid+rerank": Stages(rerank=True)}
+              "hybrid+rerank": Stages(rerank=True), **{f"hybrid c={c}": Stages(rrf_c=c) for c in more_c}}
     for name, stage in stages.items():
         started = time.perf_counter()
         hits = rank(index, dense if stage.dense else None, case.query, DEPTH, stage, texts_of(case))
@@ -229,7 +230,9 @@ def main() -> int:
     parser.add_argument("--repo", action="append", default=[])
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--cache", type=Path, default=None)
+    parser.add_argument("--rrf-c", type=int, nargs="*", default=[], help="also the hybrid with these c")
     args = parser.parse_args()
+    rankers = RANKERS + tuple(f"hybrid c={c}" for c in args.rrf_c)
     instances = args.instances or [swebench_path("lite-test.jsonl"), swebench_path("lite-dev.jsonl")]
     repos = args.repos or swebench_path("repos")
     taken: dict[str, int] = defaultdict(int)
@@ -257,7 +260,7 @@ def main() -> int:
         if not case.gold_files:
             print(f"  {case.iid}: the gold patch modifies no indexed file; skipped")
             continue
-        ranked = run_case(case, cache, cost)
+        ranked = run_case(case, cache, cost, tuple(args.rrf_c))
         spent = cost["instances"][-1]
         line = []
         for name, (files, chunks) in ranked.items():
@@ -271,21 +274,21 @@ def main() -> int:
         print(f"  {case.iid}: {spent['chunks']} chunks, embedded {spent['embedded']} in {spent['embed_seconds']} s; "
               f"file R@5/MRR: " + ", ".join(line), flush=True)
         if args.json:       # after each instance: a run stopped early keeps its figures
-            args.json.write_text(json.dumps(summarise(results, per_repo, cost), indent=2))
-    report = summarise(results, per_repo, cost)
-    print_tables(report)
+            args.json.write_text(json.dumps(summarise(results, per_repo, cost, rankers), indent=2))
+    report = summarise(results, per_repo, cost, rankers)
+    print_tables(report, rankers)
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     return 0
 
 
-def summarise(results: Any, per_repo: Any, cost: dict[str, Any]) -> dict[str, Any]:
+def summarise(results: Any, per_repo: Any, cost: dict[str, Any], rankers: tuple[str, ...] = RANKERS) -> dict[str, Any]:
     report: dict[str, Any] = {
-        "file": {name: mean(results["file"][name], FILE_METRICS) for name in RANKERS},
-        "chunk": {name: mean(results["chunk"][name], CHUNK_METRICS) for name in RANKERS},
+        "file": {name: mean(results["file"][name], FILE_METRICS) for name in rankers},
+        "chunk": {name: mean(results["chunk"][name], CHUNK_METRICS) for name in rankers},
         "per_repo": {repo: {"instances": len(levels["file"]["bm25"]),
-                            "file": {n: mean(levels["file"][n], FILE_METRICS) for n in RANKERS},
-                            "chunk": {n: mean(levels["chunk"][n], CHUNK_METRICS) for n in RANKERS}}
+                            "file": {n: mean(levels["file"][n], FILE_METRICS) for n in rankers},
+                            "chunk": {n: mean(levels["chunk"][n], CHUNK_METRICS) for n in rankers}}
                      for repo, levels in sorted(per_repo.items())},
         "instances": len(results["file"]["bm25"]),
     }
@@ -298,18 +301,18 @@ def summarise(results: Any, per_repo: Any, cost: dict[str, Any]) -> dict[str, An
     return report
 
 
-def print_tables(report: dict[str, Any]) -> None:
+def print_tables(report: dict[str, Any], rankers: tuple[str, ...] = RANKERS) -> None:
     print(f"\n{report['instances']} instances; file level:")
     print(f"  {'ranker':<15}" + "".join(f"{m:>11}" for m in FILE_METRICS) + "".join(f"{'chunk ' + m:>17}"
                                                                                     for m in CHUNK_METRICS))
-    for name in RANKERS:
+    for name in rankers:
         f, c = report["file"][name], report["chunk"][name]
         print(f"  {name:<15}" + "".join(f"{f.get(m, 0):>11.3f}" for m in FILE_METRICS)
               + "".join(f"{c.get(m, 0):>17.3f}" for m in CHUNK_METRICS))
     print("\nper repository (file recall@5 / MRR):")
     for repo, levels in report["per_repo"].items():
         print(f"  {repo:<28}{levels['instances']:>3}  " + "  ".join(
-            f"{n} {levels['file'][n]['recall@5']:.2f}/{levels['file'][n]['mrr']:.2f}" for n in RANKERS))
+            f"{n} {levels['file'][n]['recall@5']:.2f}/{levels['file'][n]['mrr']:.2f}" for n in rankers))
     print("\ncost:", json.dumps({k: v for k, v in report["cost"].items() if k != "instances"}, indent=1))
 
 
