@@ -13,6 +13,7 @@ from harness.core import hostgit
 from harness.core.project import select_files
 from harness.core.sources import clone_url
 from harness.errors import TaskError
+from harness.tools.outbound import git_push
 from tests import hostile_git as corpus
 from tests.hostile_git import COMMANDS, VECTORS, armed, attack, control, git, marks
 
@@ -169,4 +170,38 @@ def test_the_selection_through_a_view_is_what_plain_git_lists(tmp_path: Path,
         assert select_files(root).files == sorted(p for p in listed if p)
     assert "shop/new.py" in select_files(repo).files and "local.txt" not in select_files(repo).files
     assert "shop/.cart.py.swp" not in select_files(repo).files
+    assert marks(tmp_path) == set()
+
+
+def test_git_push_reads_the_workspaces_commits_with_no_config_so_no_signer_or_driver_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The preview's `git log` and `diff --stat` run on commits the agent made: a signed commit and a
+    `.gitattributes` diff driver meet the operator's own log.showSignature, gpg.program and textconv."""
+    prog = tmp_path / "prog"
+    prog.write_text(f"#!/bin/sh\necho operator >> {tmp_path / 'marks'}\ncat \"$1\" 2>/dev/null\nexit 0\n")
+    prog.chmod(0o755)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text(f"[log]\n\tshowSignature = true\n[gpg]\n\tprogram = {prog}\n"
+                                     f"[diff \"v\"]\n\ttextconv = {prog}\n[diff]\n\texternal = {prog}\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    git(tmp_path, "init", "-q", "-b", "main", str(work))
+    (work / ".gitattributes").write_text("* diff=v\n")
+    (work / "a.py").write_text("x = 1\n")
+    git(work, "add", "-A")
+    tree = git(work, "write-tree").stdout.strip()
+    signed = (f"tree {tree}\nauthor t <t@example.invalid> 1 +0000\ncommitter t <t@example.invalid> 1 +0000\n"
+              "gpgsig -----BEGIN PGP SIGNATURE-----\n \n AAAA\n -----END PGP SIGNATURE-----\n\nsigned\n")
+    commit = git(work, "hash-object", "-t", "commit", "-w", "--stdin", stdin=signed).stdout.strip()
+    git(work, "update-ref", "refs/heads/main", commit)
+    repo = tmp_path / "repo.git"
+    git(tmp_path, "clone", "-q", "--bare", str(work), str(repo))
+    env = {**corpus.clean_env(), "HOME": str(home)}
+    git(repo, "log", "-1", env=env)                                   # the control: plain git verifies
+    assert marks(tmp_path) == {"operator"}
+    (tmp_path / "marks").unlink()
+    monkeypatch.setenv("HOME", str(home))
+    prepared = git_push._describe(repo, "origin", "https://example.invalid/x.git", "main", commit, None)
+    assert commit in prepared.preview and "a.py" in prepared.preview
     assert marks(tmp_path) == set()
