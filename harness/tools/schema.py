@@ -29,8 +29,10 @@ MAX_SCHEMA_BYTES = 256 * 1024
 MAX_SCHEMA_DEPTH = 32
 """The deepest nesting of objects and arrays in a schema."""
 MAX_PATTERN_CHARS = 2000
-PATTERN_MEMORY = 8 << 20
+PATTERN_MEMORY = 2 << 20
 """RE2's memory budget for one compiled pattern (its automata); a pattern needing more is refused."""
+PATTERNS_KEPT = 256
+"""Compiled patterns kept (so at most PATTERNS_KEPT x PATTERN_MEMORY of automata)."""
 
 
 class PatternRefused(ValueError):
@@ -48,7 +50,7 @@ def _options() -> Any:
     return options
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=PATTERNS_KEPT)
 def compiled(pattern: str) -> Any:
     """`pattern` compiled by RE2, or PatternRefused saying why not."""
     if len(pattern) > MAX_PATTERN_CHARS:
@@ -57,8 +59,9 @@ def compiled(pattern: str) -> Any:
         return re2.compile(pattern, options=_options())
     except re2.error as exc:
         why = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        raise PatternRefused(pattern, f"RE2 refuses it ({why}); lookaround and backreferences are not "
-                                      "supported, e.g. use \"^[a-z]+$\" instead of \"^(?=[a-z])\\\\w+$\"") from exc
+        raise PatternRefused(pattern, f"RE2 refuses it ({why}); RE2 runs in linear time and so has no "
+                                      "lookaround or backreferences and bounds repetition counts, e.g. use "
+                                      "\"^[a-z]+$\" instead of \"^(?=[a-z])\\\\w+$\"") from exc
 
 
 def _pattern(_validator: Any, pattern: str, instance: Any, _schema: Any) -> Iterator[ValidationError]:
