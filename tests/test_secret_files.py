@@ -125,6 +125,9 @@ ORDINARY = {
     "tests/fixtures/aws.py": "AWS_ACCESS_KEY_ID = 'AKIAIOSFODNN7EXAMPLE'\n"
                              "AWS_SECRET_ACCESS_KEY = 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY'\n",
     "shop/settings.py": "DEBUG = False\nSECRET_KEY = os.environ['SECRET_KEY']\nALLOWED_HOSTS = ['shop.example']\n",
+    # credential URLs with the placeholders documentation writes (Django's and Sphinx's own docs and tests)
+    "docs/cache.txt": "    'LOCATION': 'redis://username:password@127.0.0.1:6379',\n",
+    "tests/test_http.py": "URL = r'http://user:pass@testserver/'\nOTHER = 'https://user:12345@domain.com/objects.inv'\n",
 }
 """Ordinary files of a project, several of which mention secrets or look like secret names: all go in."""
 
@@ -145,6 +148,7 @@ def test_secrets_inside_innocently_named_files_are_left_out_with_rule_and_line(t
     key_id, key_secret = aws_key_pair()
     pem, token, hook = private_key_pem(), github_token(), slack_webhook()
     one_line_pem = pem.replace("\n", "\\n")
+    db_password = random_text(ALNUM, 16)
     repo = checkout(tmp_path / "shop", {
         **ORDINARY,
         "notes.txt": "Server notes\n\nthe key:\n" + pem,
@@ -153,6 +157,7 @@ def test_secrets_inside_innocently_named_files_are_left_out_with_rule_and_line(t
         "deploy/release.sh": f"#!/bin/sh\n# publish\nexport GITHUB_TOKEN={token}\ngh release create\n",
         "ops/alerts.yml": f"name: alerts\nchannels:\n  - slack: {hook}\n",
         "shop/signing.py": f"import jwt\n\nKEY = \"{one_line_pem}\"\n",
+        "shop/settings_prod.py": f"DEBUG = False\nDATABASE_URL = 'postgres://shop:{db_password}@db.internal:5432/shop'\n",
     })
     project = select_files(repo)
     expected = {
@@ -161,6 +166,7 @@ def test_secrets_inside_innocently_named_files_are_left_out_with_rule_and_line(t
         "deploy/release.sh": ("betterleaks.github-pat", 3),
         "ops/alerts.yml": ("betterleaks.slack-webhook-url", 3),
         "shop/signing.py": ("betterleaks.private-key", 3),
+        "shop/settings_prod.py": ("betterleaks.generic-credential-uri", 2),
     }
     for rel, (rule, line) in expected.items():
         item = secret_of(project, rel)
@@ -169,7 +175,7 @@ def test_secrets_inside_innocently_named_files_are_left_out_with_rule_and_line(t
     assert sorted(project.files) == sorted(ORDINARY)
     assert project.total_bytes == sum(len(text.encode()) for text in ORDINARY.values())
     shown = told(project)
-    for value in (key_id, key_secret, token, hook, pem.splitlines()[1], hook.rsplit("/", 1)[1]):
+    for value in (key_id, key_secret, token, hook, pem.splitlines()[1], hook.rsplit("/", 1)[1], db_password):
         assert value not in shown
 
 

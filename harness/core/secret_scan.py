@@ -5,8 +5,9 @@ O_NOFOLLOW: no link followed) and scanned with the built-in rules of Kingfisher
 (`kingfisher-secret-scanner`, MongoDB's scanner, Apache-2.0: about 490 rules, the Betterleaks/Gitleaks
 catalogue plus its own, matched by Vectorscan and Rust's regex engine in linear time, each rule with its
 own entropy and context filters). Rules of medium confidence and above are used (Kingfisher's default):
-on a Django checkout (6,000 files) they flag one line, a test's `http://user:pass@testserver/` URL,
-while high-entropy-string and keyword detectors flag 169 ordinary lines in 75 files there
+on a Django checkout (6,072 files) they flag one line, a test's `http://user:pass@testserver/` URL, and
+a credential URL whose password is a placeholder is dropped (`PLACEHOLDER_RULES`), so none is left;
+high-entropy-string and keyword detectors flag 169 ordinary lines in 75 files there
 (detect-secrets 1.5.0's Base64/Hex entropy and Keyword plugins; its 24 other plugins flag 4 files, and
 it takes minutes where this scan takes half a second). What a rule depends on is kept: an AWS access
 key id alone is an identifier and is not reported; an id with its secret key is.
@@ -17,8 +18,9 @@ binary and not scanned (keystores and other binary secrets are left out by name,
 stays bounded whatever its size; each scan call has a timeout, and a file whose scan does not finish
 or that cannot be read is reported as unscannable (the caller leaves it out: fail closed).
 
-What is reported is the rule's id and the line of the first match, never the matched value: the
-scanner runs with redaction on, and only `rule_id` and `location` are read from a finding.
+What is reported is the rule's id and the line of the first match, never the matched value: only
+`rule_id` and `location` are read from a finding (and, for `PLACEHOLDER_RULES`, its value is compared
+with the placeholders documentation writes, in memory, and dropped).
 
 Cost: a verdict is kept per file by what `lstat` says of it (device, inode, size, modification and
 change times, the key git's index uses to know a file is unchanged), in memory and in the harness's
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import threading
 import time
@@ -43,7 +46,7 @@ from pathlib import Path
 from typing import Final
 
 import kingfisher_sdk
-from kingfisher_sdk import Rules, Scanner
+from kingfisher_sdk import Finding, Rules, Scanner
 
 from harness import checks
 from harness.core.sources import cache_dir
@@ -59,10 +62,20 @@ SCAN_TIMEOUT = 30.0
 """Seconds one window's scan may take before the file is reported as unscannable."""
 CONFIDENCE: Final = "medium"
 """The lowest rule confidence used (Kingfisher's default): "low" adds generic rules that flag code."""
-RULES_VERSION = f"kingfisher {kingfisher_sdk.__version__} {CONFIDENCE} window {WINDOW}"
+RULES_VERSION = f"kingfisher {kingfisher_sdk.__version__} {CONFIDENCE} window {WINDOW} placeholders 1"
 """What a stored verdict was made with; verdicts made otherwise are not reused."""
 RACY_NS = 3_000_000_000
 """A file changed less than this many nanoseconds before its scan keeps no verdict (see `_racy`)."""
+PLACEHOLDER_RULES = frozenset({"betterleaks.generic-credential-uri"})
+"""Rules whose match is dropped when it is a placeholder: a credential URL's password is as often the
+documentation's `user:password@host` as a real one (every content hit on eight SWE-bench projects,
+Django, Sphinx, pytest, pylint, sympy, xarray and seaborn, 21,000 files, was such a URL)."""
+PLACEHOLDERS = frozenset({
+    "password", "passwd", "pass", "pwd", "secret", "changeme", "change-me", "example", "test", "testing", "dummy",
+    "fake", "placeholder", "1234", "12345", "123456", "admin", "root", "guest", "mypassword", "yourpassword",
+})
+"""Passwords that documentation and tests write (compared lowercased), besides templates (`<pw>`, `${PW}`,
+`{{ pw }}`, `%(pw)s`) and masks (`***`, `xxx`)."""
 _BOMS = (b"\xff\xfe", b"\xfe\xff", b"\xef\xbb\xbf")
 _CACHE_LIMIT = 200_000
 
@@ -99,7 +112,7 @@ class _State:
     def _build(self) -> None:
         try:
             folder = checks.private_dir(cache_dir() / "secret-scan" / "rules")
-            self.scanner = Scanner(Rules(confidence=CONFIDENCE, cache_dir=folder), redact=True)
+            self.scanner = Scanner(Rules(confidence=CONFIDENCE, cache_dir=folder), redact=False)
         except Exception as exc:                     # re-raised where the scanner is needed, with context
             self.error = exc
 
@@ -231,7 +244,7 @@ def _scan_file(folders: _Folders, rel: str) -> tuple[Hit | None, StatKey]:
 
 
 def _first(scanner: Scanner, data: bytes, lines_before: int) -> Hit | None:
-    found = [f for f in scanner.scan(data, timeout=SCAN_TIMEOUT) if f.visible]
+    found = [f for f in scanner.scan(data, timeout=SCAN_TIMEOUT) if f.visible and not _placeholder(f)]
     if not found:
         return None
     first = min(found, key=lambda f: (f.location.get("line", 0), f.rule_id))
@@ -276,3 +289,13 @@ def _save_verdicts() -> None:
     except (OSError, UnsafePathError):               # the cache is not kept; the next selection scans again
         with _STATE.store_lock:
             _STATE.changed = True
+
+
+def _placeholder(finding: Finding) -> bool:
+    """Whether a finding of a rule in `PLACEHOLDER_RULES` matched a documentation placeholder (the
+    password of `redis://username:password@host`). The value is compared here and never kept."""
+    if finding.rule_id not in PLACEHOLDER_RULES:
+        return False
+    value = str(finding.secret).strip().lower()
+    return value in PLACEHOLDERS or re.fullmatch(r"<[^>]*>|\$\{?\w+}?|\{\{?[^}]*}}?|%\(?\w+\)?s?%?|[x*.]+",
+                                                  value) is not None
