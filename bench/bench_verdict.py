@@ -6,9 +6,11 @@ In place (what `harness run` did before): the task's test command in the sandbox
 which holds the patched tree already (the gold patch is applied there first, untimed). Fresh (what it
 does now, `harness.session.fresh_verdict`): a new sandbox of the session's image and limits started, the
 starting files copied in, the patch applied as grading applies it, the tests run, the sandbox removed.
-The two alternate, --rounds times each, in one run; prints the p50 and spread of each, the difference
-(the verdict's extra cost per attempt) and the ratio, and the fresh verdict's parts (start with the
-copy, the patch, the tests, the removal) from one more timed run.
+Started ahead (what a session does: `StartedAhead`, the verdict's sandbox brought up while the agent
+works): only what is left once the patch is known, the sandbox already up (its start untimed, as the
+agent's turns cover it). The three alternate, --rounds times each, in one run; prints the p50 and
+spread of each, the extra cost per attempt over the in-place run and the ratio, and the fresh
+verdict's parts (start with the copy, the patch, the tests, the removal) from one more timed run.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from harness.config import Config  # noqa: E402
 from harness.core.task import Task, load_task  # noqa: E402
 from harness.patching import apply_in_sandbox  # noqa: E402
-from harness.session import fresh_verdict, session_image, session_spec, verdict_spec  # noqa: E402
+from harness.session import StartedAhead, fresh_verdict, session_image, session_spec, verdict_spec  # noqa: E402
 from harness.workspace import run_task_tests  # noqa: E402
 from sandbox.docker_sandbox import DockerSandbox  # noqa: E402
 
@@ -46,6 +48,19 @@ def fresh(task: Task, config: Config, image: str, patch: str) -> float:
     started = time.perf_counter()
     verdict = fresh_verdict(task, patch, config, verdict_spec(task, config, image, LABELS))
     took = time.perf_counter() - started
+    assert verdict.passed, verdict.output(500)
+    return took
+
+
+def started_ahead(task: Task, config: Config, image: str, patch: str) -> float:
+    ahead = StartedAhead(verdict_spec(task, config, image, LABELS))
+    try:
+        ahead.take()   # the agent's turns cover the start: not timed
+        started = time.perf_counter()
+        verdict = fresh_verdict(task, patch, config, verdict_spec(task, config, image, LABELS), ahead=ahead)
+        took = time.perf_counter() - started
+    finally:
+        ahead.discard()
     assert verdict.passed, verdict.output(500)
     return took
 
@@ -84,15 +99,18 @@ def main() -> int:
     fresh(task, config, image, patch)          # warm: image layers and the first sandbox of the process
     old: list[float] = []
     new: list[float] = []
+    ahead: list[float] = []
     for _ in range(args.rounds):
         old.append(in_place(task, config, image, patch))
         new.append(fresh(task, config, image, patch))
+        ahead.append(started_ahead(task, config, image, patch))
     print(f"task {task.id}, image {image}, test command: {task.test_cmd}")
     print(_show("in place (the agent's sandbox)", old))
-    print(_show("fresh sandbox (start+copy+tests)", new))
-    extra = statistics.median(new) - statistics.median(old)
-    print(f"the fresh verdict costs {extra * 1000:.0f} ms more per attempt "
-          f"({statistics.median(new) / statistics.median(old):.2f}x the in-place test run)")
+    for name, values in (("fresh sandbox (start+copy+tests)", new), ("fresh, started ahead (as a session)", ahead)):
+        print(_show(name, values))
+        extra = statistics.median(values) - statistics.median(old)
+        print(f"{'':<34} {extra * 1000:+.0f} ms per attempt against in place "
+              f"({statistics.median(values) / statistics.median(old):.2f}x)")
     for name, seconds in parts(task, config, image, patch).items():
         print(f"  {name:<16} {seconds * 1000:7.0f} ms")
     return 0

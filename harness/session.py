@@ -21,9 +21,11 @@ link planted in a reused output folder is refused instead of overwriting what it
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
@@ -48,6 +50,7 @@ from harness.tools.retrieval.find_code import warm_index
 from harness.trajectory import TrajectoryWriter, read_lines
 from harness.workspace import replay, run_task_tests, sandbox_patch, start_baseline
 from sandbox.api import ExecResult, Progress, SandboxSpec, quiet
+from sandbox.docker_sandbox import DockerSandbox
 from sandbox.pool import SandboxPool, open_sandbox
 from sandbox.text import safe_json
 
@@ -194,18 +197,51 @@ def verdict_spec(task: Task, config: Config, image: str, labels: Mapping[str, st
 
 
 def fresh_verdict(task: Task, patch: str, config: Config, spec: SandboxSpec,
-                  sandboxes: SandboxPool | None = None) -> Verdict:
-    """Start `spec`'s sandbox (the starting files only), apply `patch` there as grading does, run the task's
-    test command, and remove the sandbox.
+                  sandboxes: SandboxPool | None = None, *, ahead: StartedAhead | None = None) -> Verdict:
+    """Start `spec`'s sandbox (the starting files only), or take it from `ahead` (started while the agent
+    worked), apply `patch` there as grading does, run the task's test command, and remove the sandbox.
 
     Raises:
         SandboxError: Docker failed (an infrastructure error, not a failing test).
     """
     started = time.monotonic()
-    with open_sandbox(spec, sandboxes) as box:
+    with (ahead.take() if ahead is not None else open_sandbox(spec, sandboxes)) as box:
         applied = apply_in_sandbox(box, patch, "session")
         tests = run_task_tests(box, task, config) if applied.applied else None
-    return Verdict(spec.session, applied.applied, applied.output, tests, time.monotonic() - started)
+    return Verdict(box.session, applied.applied, applied.output, tests, time.monotonic() - started)
+
+
+class StartedAhead:
+    """A sandbox started in a thread while the caller goes on (the verdict's, while the agent works: it
+    holds the starting files only, and nothing of the agent's reaches another container). `take()`
+    waits for it and hands it over, or raises what its start raised; `discard()` removes it if it was
+    never taken."""
+
+    def __init__(self, spec: SandboxSpec, sandboxes: SandboxPool | None = None) -> None:
+        self._future: Future[DockerSandbox] = Future()
+        self._taken = False
+        threading.Thread(target=self._start, args=(spec, sandboxes), name=f"start-{spec.session}",
+                         daemon=True).start()
+
+    def _start(self, spec: SandboxSpec, sandboxes: SandboxPool | None) -> None:
+        try:
+            self._future.set_result(open_sandbox(spec, sandboxes))
+        except BaseException as exc:  # noqa: BLE001 - handed to take(), which raises it
+            self._future.set_exception(exc)
+
+    def take(self) -> DockerSandbox:
+        self._taken = True
+        return self._future.result()
+
+    def discard(self) -> None:
+        if self._taken:
+            return
+        self._taken = True
+        try:
+            box = self._future.result()
+        except BaseException:  # noqa: BLE001 - it never started: nothing to remove, the caller's error matters
+            return
+        box.close()
 
 
 def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, number: int,
@@ -216,11 +252,15 @@ def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, 
     checks.private_dir(where)
     t0 = time.monotonic()
     index = CodeIndex(cache=shared_cache())
+    ahead: StartedAhead | None = None
     if config.tools.prewarm_index:      # from the host's copy, while the sandbox starts and the model reads
         warm_index(index, task.repo_dir, config.tools)
     try:
         with open_sandbox(spec, sandboxes) as box:
             baseline = start_baseline(box)
+            if task.test_cmd:   # the verdict's sandbox comes up while the agent works
+                verdict_box = verdict_spec(task, config, image, labels)
+                ahead = StartedAhead(verdict_box, sandboxes)
             tools, approver = outbound_tools_for_session(config, session, config.approval.mode)
             catalog = default_catalog(config, extra=tools)
             run_dir = where.parent if where.name.startswith("attempt-") else where
@@ -235,13 +275,15 @@ def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, 
             index.stop_warming.set()
             patch = sandbox_patch(box, baseline)
             checks.write_file(where / "patch.diff", patch)
+        verdict = None
+        if ahead is not None:   # the agent's sandbox is gone, and whatever of the agent's still ran there with it
+            say(f"running the tests in a fresh sandbox (the starting files and the patch): {task.test_cmd}")
+            verdict = fresh_verdict(task, patch, config, verdict_box, ahead=ahead)
+            checks.write_file(where / "tests.txt", verdict.record(task))
     finally:
         index.stop_warming.set()
-    verdict = None
-    if task.test_cmd:   # the agent's sandbox is gone, and whatever of the agent's still ran there with it
-        say(f"running the tests in a fresh sandbox (the starting files and the patch): {task.test_cmd}")
-        verdict = fresh_verdict(task, patch, config, verdict_spec(task, config, image, labels), sandboxes)
-        checks.write_file(where / "tests.txt", verdict.record(task))
+        if ahead is not None:
+            ahead.discard()
     return Attempt(number, session, loop, patch, verdict, setup, catalog.specs())
 
 

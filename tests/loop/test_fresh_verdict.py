@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
+import docker
 import pytest
 
 from harness.cli.main import main
 from harness.config import Config, LoopConfig
 from harness.core.task import Task, load_task
+from harness.errors import HarnessError
 from harness.models.scripted import ScriptedModel
 from harness.session import fresh_verdict, run_session, verdict_spec
 from harness.trajectory import load_trajectory
@@ -126,3 +130,22 @@ def test_a_patch_that_does_not_apply_fails_the_verdict_and_says_why(sandbox_imag
     assert (verdict.patch_applied, verdict.passed, verdict.tests) == (False, False, None)
     assert "the patch did not apply to the starting files" in verdict.record(task)
     assert "wordcount/core.py" in verdict.patch_output
+
+
+def test_the_verdict_sandbox_started_ahead_is_removed_when_the_session_fails(
+        sandbox_image: str, tmp_path: Path, docker_client: docker.DockerClient) -> None:
+    case = {**TEST_LABELS, "harness.case": uuid.uuid4().hex}
+    mine = {"label": f"harness.case={case['harness.case']}"}
+    seen: set[str] = set()
+
+    def watch(event: object) -> None:   # while the agent works, the verdict's sandbox comes up beside it
+        deadline = time.monotonic() + 60
+        while "verdict" not in seen and time.monotonic() < deadline and not isinstance(event, str):
+            seen.update(c.labels["harness.kind"] for c in docker_client.containers.list(filters=mine))
+            time.sleep(0.1)
+
+    model = ScriptedModel([_bash("rm -rf /tmp/harness/git/objects/??"), [{"type": "text", "text": "done"}]])
+    with pytest.raises(HarnessError, match="baseline of the starting files in the sandbox was altered"):
+        run_session(load_task(TASK), model, _config(sandbox_image), tmp_path, labels=case, progress=watch)
+    assert seen == {"session", "verdict"}
+    assert docker_client.containers.list(all=True, filters=mine) == []       # both removed
