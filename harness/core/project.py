@@ -117,9 +117,9 @@ def select_files(root: Path, include: tuple[str, ...] = (), *, max_files: int = 
     candidates = listed if listed is not None else _folder_files(root, project)
     for rel in candidates:
         _consider(project, rel, include)
-    _leave_out_secret_contents(project, include)
     project.files.sort()
-    _check_caps(project, max_files, max_bytes)
+    _check_caps(project, max_files, max_bytes)               # before the scan: a tree over a cap is refused at once
+    _leave_out_secret_contents(project, include)
     return project
 
 
