@@ -79,7 +79,12 @@ def read_capped(path: Path, cap: int = TEXT_CAP) -> tuple[bytes, int] | None:
     if f is None:
         return None
     with f:
-        return f.read(cap), os.fstat(f.fileno()).st_size
+        size = os.fstat(f.fileno()).st_size
+        first = min(cap, size + 65_536)        # what fstat says, and some, so a small file costs a small buffer
+        data = f.read(first)
+        if len(data) == first < cap:           # it grew meanwhile: on up to the cap
+            data += f.read(cap - first)
+        return data, max(size, len(data))
 
 
 def nesting(data: bytes, limit: int = DEPTH_CAP) -> int:

@@ -90,22 +90,27 @@ class Trajectories:
     def lines(self, path: Path, start: int, limit: int, budget: int = PAGE_BYTES) -> list[Line]:
         """Lines `start`.. (at most `limit`, and no more than `budget` bytes read, one line at least)."""
         offsets = self.index(path).offsets
-        end = min(len(offsets) - 1, start + limit)
+        end, spent = start, 0
+        while end < min(len(offsets) - 1, start + limit):
+            length = offsets[end + 1] - offsets[end] - 1
+            cost = SHOWN_OF_CUT if length > LINE_CAP else length
+            if end > start and spent + cost > budget:
+                break
+            end, spent = end + 1, spent + cost
         opened = open_regular(path) if start < end else None
         if opened is None:
             return []
-        got: list[Line] = []
         with opened as f:
+            if spent == offsets[end] - offsets[start] - (end - start):     # no line over the cap: one read
+                f.seek(offsets[start])
+                data = f.read(offsets[end] - offsets[start])
+                return [Line(start + i, raw, len(raw), False) for i, raw in enumerate(data.split(b"\n")[: end - start])]
+            got = []
             for n in range(start, end):
                 length = offsets[n + 1] - offsets[n] - 1
-                cut = length > LINE_CAP
-                if got and budget < min(length, LINE_CAP):
-                    break
                 f.seek(offsets[n])
-                data = f.read(SHOWN_OF_CUT if cut else length)
-                budget -= len(data)
-                got.append(Line(n, data, length, cut))
-        return got
+                got.append(Line(n, f.read(SHOWN_OF_CUT if length > LINE_CAP else length), length, length > LINE_CAP))
+            return got
 
 
 def _extend(f: BinaryIO, index: _Index) -> None:

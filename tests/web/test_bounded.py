@@ -23,7 +23,7 @@ from harness.evaluation.report import InstanceRecord, write_done
 from harness.web.records import DEPTH_CAP, LINE_CAP, RECORD_CAP, nesting
 from harness.web.runs import MAX_ENTRIES, Roots, list_runs
 from harness.web.server import make_web_server
-from harness.web.steps import TRAJECTORY_CAP
+from harness.web.steps import PAGE_BYTES, TRAJECTORY_CAP, Trajectories
 from tests.web.hostile_run import write_hostile_run
 from tests.web.signin import sign_in
 
@@ -239,3 +239,15 @@ def test_a_folder_of_more_entries_than_the_cap_is_looked_at_up_to_it_and_said(tm
     with make_web_server(None, [runs], port=0) as server:         # the default cap: nothing cut, said as such
         status, answer = _get(server.base + "/api/runs", sign_in(server.url))
     assert status == 200 and answer["cut"] == [] and [r["ref"] for r in answer["runs"]] == ["0/good"]
+
+
+def test_a_page_of_long_lines_reads_at_most_its_byte_budget_and_goes_on_from_there(tmp_path: Path) -> None:
+    path = tmp_path / "runs" / "long" / "trajectory.jsonl"
+    path.parent.mkdir(parents=True)
+    line = json.dumps({"role": "user", "content": "z" * 3_900_000}).encode()
+    path.write_bytes((line + b"\n") * 6)
+    index = Trajectories()
+    first = index.lines(path, 0, 200)
+    assert [x.number for x in first] == [0, 1, 2, 3] and sum(len(x.data) for x in first) <= PAGE_BYTES
+    assert [x.number for x in index.lines(path, 4, 200)] == [4, 5]          # the page asks on from where it ended
+    assert all(x.data == line and not x.cut for x in first)
