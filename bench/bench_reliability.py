@@ -2,13 +2,18 @@
 
     .venv/bin/python bench/bench_reliability.py [--only containers|outbound] [--trials 200] [--seed 1]
 
-1. containers: `harness run tasks/wordcount --model scripted:wordcount-fix` and `harness exec --dir
-   tasks/wordcount/repo -- sleep 5`, mixed, each in its own process group, SIGKILLed after a random
-   delay drawn over the whole life of an unkilled one (measured first): before the container exists,
-   while it starts, mid-command, during the tests and teardown. After each kill: the containers,
-   volumes and networks labelled with the killed process's pid, and host processes still carrying
-   the trial's marker variable (what the kill left; the next trial's sandbox start reaps it, as
-   designed, so it is counted at once). After all trials: `harness sandbox reap`, then what is left.
+1. containers: `harness run tasks/wordcount --model scripted:wordcount-fix`, `harness exec --dir
+   tasks/wordcount/repo -- sleep 5`, `harness mcp --dir tasks/wordcount/repo --pool 1` with a client
+   that opens a session and runs `sleep 3` through the bash tool, and `harness eval tasks/wordcount
+   --pool 1` (the session, the pool refilling, the grading sandbox), mixed (`--kinds`), each in its
+   own process group, SIGKILLed after a random delay drawn over the whole life of an unkilled one
+   (measured first): before the container exists, while it starts, mid-command, during the tests,
+   grading and teardown. `--check-after` seconds after each kill (default 2): the containers (running,
+   or created and never started), volumes and networks labelled with the killed process's pid, and
+   host processes still carrying the trial's marker variable. No reaper is needed for a figure of 0:
+   the daemon's events say how each container went, by itself (its lifeline: `die`, `destroy`) or
+   killed by a removal (`kill` first: a reaper of another process, counted apart), and when, after
+   the kill, the last one was destroyed. After all trials: `harness sandbox reap`, then what is left.
 2. outbound: one approved `http_request` (tests/approval/call_outbound.py, a real harness process)
    to a counting server on 127.0.0.1 (this script's; it counts complete requests per trial id and
    answers after a random delay), approved by a policy rule or through the queue API, SIGKILLed at
@@ -55,6 +60,17 @@ CALLER = REPO / "tests" / "approval" / "call_outbound.py"
 TASK = REPO / "tasks" / "wordcount"
 RUN_ARGS = ["run", "tasks/wordcount", "--model", "scripted:wordcount-fix", "--approve", "deny"]
 EXEC_ARGS = ["exec", "--dir", "tasks/wordcount/repo", "--", "sleep", "5"]
+MCP_ARGS = ["mcp", "--dir", "tasks/wordcount/repo", "--pool", "1", "--approve", "deny"]
+EVAL_ARGS = ["eval", "tasks/wordcount", "--model", "scripted:wordcount-fix", "--pool", "1", "--approve", "deny"]
+KINDS = ("run", "exec", "mcp", "eval")
+# an MCP client's session over stdio: open it, run `sleep 3` through the bash tool (then stdin closes)
+MCP_MESSAGES = [
+    {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}},
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+     "params": {"name": "bash", "arguments": {"command": "sleep 3"}}},
+]
 
 
 def harness_argv() -> list[str]:
@@ -63,9 +79,9 @@ def harness_argv() -> list[str]:
 
 
 def spawn(argv: list[str], marker: str, env: dict[str, str], stderr: Any = subprocess.DEVNULL,
-          stdout: Any = subprocess.DEVNULL) -> subprocess.Popen[str]:
+          stdout: Any = subprocess.DEVNULL, stdin: Any = subprocess.DEVNULL) -> subprocess.Popen[str]:
     """A child in its own process group (so a kill reaches all of it), tagged with the marker."""
-    return subprocess.Popen(argv, cwd=REPO, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, text=True,
+    return subprocess.Popen(argv, cwd=REPO, stdin=stdin, stdout=stdout, stderr=stderr, text=True,
                             start_new_session=True,
                             env={**os.environ, "PYTHONPATH": str(REPO), MARKER: marker, **env})
 
@@ -107,14 +123,86 @@ def pct(values: list[float], q: float) -> float:
 @dataclass
 class ContainerTrial:
     number: int
-    kind: str                  # run | exec
+    kind: str                  # run | exec | mcp | eval
     delay: float               # seconds after start when the SIGKILL is sent
     fraction: float = 0.0      # delay / calibrated life
     killed: bool = False       # False: it ended on its own before the delay
     phase: str = ""
     pid: int = 0
-    left: list[str] = field(default_factory=list)        # docker objects labelled with its pid
+    at_kill: list[str] = field(default_factory=list)     # kinds of its containers just before the kill
+    left: list[str] = field(default_factory=list)        # docker objects labelled with its pid, N s after
     processes: list[str] = field(default_factory=list)   # host processes still carrying its marker
+    force_removed: list[str] = field(default_factory=list)   # its containers killed by a removal (a reaper's)
+    gone_after: float = -1.0   # seconds from the kill until its last container was destroyed (-1: none had one)
+
+
+class DockerEvents:
+    """The daemon's container events of harness containers, as they come (a thread reads them), so a trial
+    can tell how its containers went: on their own (`die`, then `destroy`: the lifeline) or killed by a
+    removal (`kill` first: a reaper, which the figure must not count as the lifeline's work)."""
+
+    def __init__(self, client: Any) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        self.stream = client.events(decode=True, filters={"type": "container", "label": [f"{MANAGED}=true"]})
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            for event in self.stream:
+                with self.lock:
+                    self.events.append(event)
+        except Exception:  # noqa: BLE001 - the stream ends when closed at the end of the run
+            return
+
+    def of(self, pid: int, since: float) -> list[dict[str, Any]]:
+        with self.lock:
+            return [e for e in self.events if (e.get("Actor") or {}).get("Attributes", {}).get("harness.pid")
+                    == str(pid) and e.get("timeNano", 0) / 1e9 >= since]
+
+    def close(self) -> None:
+        self.stream.close()
+
+
+def judge_departures(trial: ContainerTrial, events: DockerEvents, killed_at: float) -> None:
+    """From the events after the kill: which of the trial's containers a removal killed, and when the last
+    one was destroyed."""
+    mine = events.of(trial.pid, killed_at)
+    trial.force_removed = sorted({(e.get("Actor") or {}).get("Attributes", {}).get("name", "?")
+                                  for e in mine if e.get("Action") == "kill"})
+    destroyed = [e["timeNano"] / 1e9 - killed_at for e in mine if e.get("Action") == "destroy"]
+    trial.gone_after = max(destroyed) if destroyed else -1.0
+
+
+class McpClient:
+    """Speaks MCP_MESSAGES to a `harness mcp` child over its stdin, notes when each answer came, and closes
+    stdin once the tool call is answered (the server then ends)."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.answered: dict[int, float] = {}
+        threading.Thread(target=self._talk, daemon=True).start()
+
+    def _talk(self) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write("".join(json.dumps(m) + "\n" for m in MCP_MESSAGES))
+            self.proc.stdin.flush()
+            for line in self.proc.stdout:
+                ident = json.loads(line).get("id") if line.startswith("{") else None
+                if isinstance(ident, int):
+                    self.answered[ident] = time.monotonic()
+                if ident == 2:
+                    self.proc.stdin.close()
+        except (OSError, ValueError):
+            return   # killed: its pipes broke
+
+    def phase(self) -> str:
+        if 2 in self.answered:
+            return "mcp: call answered, ending"
+        if 1 in self.answered:
+            return "mcp: session open (sandbox taken, pool refilling, mid-command)"
+        return "mcp: starting (imports, pool filling)"
 
 
 def labelled_objects(client: Any, pids: set[int]) -> list[str]:
@@ -156,63 +244,98 @@ def exec_phase(fraction: float, ready: float) -> str:
     return "exec: mid-command (sleep 5)" if fraction < 0.97 else "exec: teardown / exit"
 
 
-def one_container_trial(trial: ContainerTrial, token: str, work: Path, client: Any, ready: float) -> None:
+def trial_args(kind: str, out_dir: Path) -> list[str]:
+    return {"run": RUN_ARGS + ["--out", str(out_dir)], "exec": EXEC_ARGS, "mcp": MCP_ARGS,
+            "eval": EVAL_ARGS + ["--out", str(out_dir)]}[kind]
+
+
+def kinds_running(client: Any, pid: int) -> list[str]:
+    """The `harness.kind` of each running container labelled with owner `pid`."""
+    return sorted((c.get("Labels") or {}).get("harness.kind", "?") for c in client.api.containers(
+        filters={"label": [f"{MANAGED}=true", f"harness.pid={pid}"]}))
+
+
+def start_trial(kind: str, argv: list[str], marker: str, work: Path,
+                err_fh: Any) -> tuple[subprocess.Popen[str], McpClient | None]:
+    env = {"HARNESS_STATE_DIR": str(work / "state")}
+    if kind != "mcp":
+        return spawn(argv, marker, env, stderr=err_fh), None
+    proc = spawn(argv, marker, env, stderr=err_fh, stdout=subprocess.PIPE, stdin=subprocess.PIPE)
+    return proc, McpClient(proc)
+
+
+def one_container_trial(trial: ContainerTrial, token: str, work: Path, client: Any, ready: float,
+                        events: DockerEvents, check_after: float) -> None:
     out_dir = work / f"run-{trial.number}"
     err = work / f"stderr-{trial.number}.txt"
-    argv = harness_argv() + (RUN_ARGS + ["--out", str(out_dir)] if trial.kind == "run" else EXEC_ARGS)
     with err.open("w") as err_fh:
-        proc = spawn(argv, f"{token}-{trial.number}", {"HARNESS_STATE_DIR": str(work / "state")}, stderr=err_fh)
+        proc, mcp = start_trial(trial.kind, harness_argv() + trial_args(trial.kind, out_dir),
+                                f"{token}-{trial.number}", work, err_fh)
         trial.pid = proc.pid
         try:
             proc.wait(trial.delay)
         except subprocess.TimeoutExpired:
-            pass
+            trial.at_kill = kinds_running(client, proc.pid)
+        killed_at = time.time()
         trial.killed = kill_group(proc)
-    trial.phase = (run_phase(err, out_dir) if trial.kind == "run" else exec_phase(trial.fraction, ready)) \
-        if trial.killed else f"{trial.kind}: ended before the kill (exit {proc.returncode})"
-    time.sleep(1.0)   # a create request the daemon was serving when the client died lands now
+    trial.phase = trial_phase(trial, err, out_dir, ready, mcp) if trial.killed \
+        else f"{trial.kind}: ended before the kill (exit {proc.returncode})"
+    time.sleep(check_after)   # the daemon's removal; also a create it was serving when the client died lands
     trial.left = labelled_objects(client, {trial.pid})
     trial.processes = marked_processes(f"{token}-{trial.number}")
+    judge_departures(trial, events, killed_at)
 
 
-def calibrate_containers(token: str, work: Path) -> dict[str, float]:
-    """Life of an unkilled run and exec (images built here if needed, outside the timed runs)."""
-    lives = {}
-    for kind, args in (("run", RUN_ARGS + ["--out", str(work / "calibration-run")]), ("exec", EXEC_ARGS)):
-        for attempt in range(2):   # the first may build an image; the second is the timed one
+def trial_phase(trial: ContainerTrial, err: Path, out_dir: Path, ready: float, mcp: McpClient | None) -> str:
+    if trial.kind == "run":
+        return run_phase(err, out_dir)
+    if trial.kind == "exec":
+        return exec_phase(trial.fraction, ready)
+    if mcp is not None:
+        return mcp.phase()
+    return f"eval: containers up at the kill: {', '.join(trial.at_kill) or 'none'}"
+
+
+def life_of(kind: str, token: str, work: Path) -> float:
+    """Seconds an unkilled trial of `kind` lives (its images built first, outside the timing)."""
+    life = 0.0
+    for _attempt in range(2):   # the first may build an image; the second is the timed one
+        out_dir = work / f"calibration-{kind}"
+        shutil.rmtree(out_dir, ignore_errors=True)
+        with (work / f"calibration-{kind}.txt").open("w") as err_fh:
             started = time.monotonic()
-            done = subprocess.run(harness_argv() + args, cwd=REPO, capture_output=True, text=True, timeout=1800,
-                                  env={**os.environ, MARKER: f"{token}-cal", "HARNESS_STATE_DIR": str(work / "state")})
-            lives[kind] = time.monotonic() - started
-            if kind == "run" and attempt == 0:
-                shutil.rmtree(work / "calibration-run", ignore_errors=True)
-            if done.returncode not in (0, 1):
-                raise SystemExit(f"calibration `harness {' '.join(args)}` failed (exit {done.returncode}):\n"
-                                 f"{done.stderr[-3000:]}")
-    return lives
+            proc, _ = start_trial(kind, harness_argv() + trial_args(kind, out_dir), f"{token}-cal", work, err_fh)
+            code = proc.wait(1800)
+            life = time.monotonic() - started
+        if code not in (0, 1):
+            raise SystemExit(f"calibration `harness {' '.join(trial_args(kind, out_dir))}` failed (exit {code}):\n"
+                             f"{(work / f'calibration-{kind}.txt').read_text()[-3000:]}")
+    return life
 
 
-def containers(trials: int, seed: int, parallel: int, deadline: float) -> dict[str, Any]:
-    print("1. leaked containers after SIGKILL of `harness run` / `harness exec` at random points")
+def containers(trials: int, seed: int, parallel: int, deadline: float, kinds: tuple[str, ...],
+               check_after: float) -> dict[str, Any]:
+    print(f"1. containers left after SIGKILL of `harness {' / '.join(kinds)}` at random points")
     client = client_or_default()
     token = f"{os.getpid()}-{int(time.time())}"
     work = Path(tempfile.mkdtemp(prefix="bench-reliability-"))
     done: list[ContainerTrial] = []
     plan: list[ContainerTrial] = []
+    events = DockerEvents(client)
     try:
-        lives = calibrate_containers(token, work)
-        ready = max(0.0, (lives["exec"] - 5.0) * 0.8) / lives["exec"]   # share of an exec's life before `sleep`
-        print(f"  unkilled life: run {lives['run']:.1f} s, exec {lives['exec']:.1f} s; kill delay uniform in "
-              f"[0, 1.1 x life]; {parallel} trial(s) at a time")
+        lives = {kind: life_of(kind, token, work) for kind in kinds}
+        ready = max(0.0, (lives["exec"] - 5.0) * 0.8) / lives["exec"] if "exec" in lives else 0.0
+        print(f"  unkilled life: {', '.join(f'{k} {v:.1f} s' for k, v in lives.items())}; kill delay uniform in "
+              f"[0, 1.1 x life]; {parallel} trial(s) at a time; counted {check_after:g} s after each kill")
         rng = random.Random(seed)
         for n in range(trials):
-            kind = rng.choice(("run", "exec"))
+            kind = rng.choice(kinds)
             fraction = rng.uniform(0.0, 1.1)
             plan.append(ContainerTrial(n, kind, fraction * lives[kind], fraction))
 
         def work_on(trial: ContainerTrial) -> None:
             if time.monotonic() < deadline:
-                one_container_trial(trial, token, work, client, ready)
+                one_container_trial(trial, token, work, client, ready, events, check_after)
                 done.append(trial)
                 if len(done) % 20 == 0:
                     print(f"  ... {len(done)} trials, {sum(len(t.left) for t in done)} object(s) left by kills",
@@ -220,16 +343,19 @@ def containers(trials: int, seed: int, parallel: int, deadline: float) -> dict[s
 
         with ThreadPoolExecutor(max_workers=parallel) as pool:
             list(pool.map(work_on, plan))
-        return container_report(client, done, token, lives)
+        return container_report(client, done, token, lives, check_after)
     finally:
+        events.close()
         final_cleanup(client, {t.pid for t in plan if t.pid}, token)
         shutil.rmtree(work, ignore_errors=True)
 
 
-def container_report(client: Any, done: list[ContainerTrial], token: str, lives: dict[str, float]) -> dict[str, Any]:
+def container_report(client: Any, done: list[ContainerTrial], token: str, lives: dict[str, float],
+                     check_after: float) -> dict[str, Any]:
     pids = {t.pid for t in done}
     killed = [t for t in done if t.killed]
     left_by_kill = [t for t in done if t.left]
+    departures(done, check_after)
     time.sleep(2.0)
     before = labelled_objects(client, pids)
     reaped = subprocess.run(harness_argv() + ["sandbox", "reap", "--json"], cwd=REPO, capture_output=True, text=True,
@@ -239,7 +365,8 @@ def container_report(client: Any, done: list[ContainerTrial], token: str, lives:
     print(f"  trials {len(done)} ({len(killed)} killed, {len(done) - len(killed)} ended before their kill)")
     for phase, n in sorted(Counter(t.phase for t in done).items()):
         print(f"    {n:4d}  {phase}  (left something: {sum(1 for t in done if t.phase == phase and t.left)})")
-    print(f"  left by the kill (counted 1 s after each): {sum(len(t.left) for t in done)} object(s) in "
+    print(f"  left by the kill (counted {check_after:g} s after each): {sum(len(t.left) for t in done)} "
+          f"object(s) in "
           f"{len(left_by_kill)} trial(s); still there at the end, before reap: {len(before)}"
           + "".join(f"\n     {b}" for b in before))
     print(f"  `harness sandbox reap`: exit {reaped.returncode}, removed {reaped.stdout.strip()[:300] or '?'}")
@@ -247,10 +374,27 @@ def container_report(client: Any, done: list[ContainerTrial], token: str, lives:
     leftovers = sorted({p for t in done for p in t.processes} | set(processes))
     print(f"  => host processes left by the kills: {len(leftovers)} (goal 0)"
           + "".join(f"\n     {p}" for p in leftovers))
-    return {"lives": lives, "trials": len(done), "killed": len(killed),
+    return {"lives": lives, "trials": len(done), "killed": len(killed), "check_after": check_after,
+            "running_left": sum(1 for t in done for x in t.left if x.endswith("(running)")),
+            "force_removed": sum(len(t.force_removed) for t in done),
             "left_by_kill_objects": sum(len(t.left) for t in done), "left_by_kill_trials": len(left_by_kill),
             "before_final_reap": before, "after_reap": after, "host_processes": leftovers,
             "reap_exit": reaped.returncode, "per_trial": [asdict(t) for t in done]}
+
+
+def departures(done: list[ContainerTrial], check_after: float) -> None:
+    """How the killed trials' containers went: by themselves (the lifeline), or killed by a removal."""
+    gone = [t.gone_after for t in done if t.killed and t.gone_after >= 0]
+    forced = [t for t in done if t.force_removed]
+    running = sum(1 for t in done for x in t.left if x.endswith("(running)"))
+    created = sum(1 for t in done for x in t.left if x.endswith("(created)"))
+    print(f"  => containers alive (running) {check_after:g} s after the kill: {running} (goal 0); created but "
+          f"never started: {created}; other objects: "
+          f"{sum(len(t.left) for t in done) - running - created}")
+    print(f"  kill to the last container destroyed, over {len(gone)} killed trial(s) that had one: p50 "
+          f"{pct(gone, 0.5):.2f} s, p95 {pct(gone, 0.95):.2f} s, max {max(gone, default=0):.2f} s")
+    print(f"  containers a removal killed after the kill (a reaper's, another process's; not the lifeline): "
+          f"{sum(len(t.force_removed) for t in forced)} in {len(forced)} trial(s)")
 
 
 def final_cleanup(client: Any, pids: set[int], token: str) -> None:
@@ -538,6 +682,10 @@ def main() -> int:
     parser.add_argument("--recovery-timeout", type=float, default=5.0,
                         help="seconds one recovery ask waits for a decision before its request expires")
     parser.add_argument("--json", type=Path, help="also write the figures (and every trial) to this file")
+    parser.add_argument("--kinds", default=",".join(KINDS),
+                        help=f"container trials: a comma-separated subset of {','.join(KINDS)} (default: all)")
+    parser.add_argument("--check-after", type=float, default=2.0,
+                        help="seconds after each kill when its containers are counted (default 2)")
     args = parser.parse_args()
     started = time.monotonic()
     deadline = started + args.max_minutes * 60
@@ -546,7 +694,12 @@ def main() -> int:
           f"seed {args.seed}\n")
     figures: dict[str, Any] = {"command": command}
     if args.only in (None, "containers"):
-        figures["containers"] = containers(args.trials, args.seed, args.parallel, deadline)
+        kinds = tuple(k for k in args.kinds.split(",") if k)
+        if not kinds or set(kinds) - set(KINDS):
+            parser.error(f"--kinds {args.kinds!r}: expected a comma-separated subset of {','.join(KINDS)}, "
+                         "e.g. --kinds run,mcp")
+        figures["containers"] = containers(args.trials, args.seed, args.parallel, deadline, kinds,
+                                           args.check_after)
         print()
     if args.only in (None, "outbound"):
         figures["outbound"] = outbound(args.trials, args.seed, deadline, args.recovery_timeout)
