@@ -187,10 +187,18 @@ def end_agent_processes(client: docker.DockerClient, container_id: str, *, from_
     `rounds`: of freezing, listing and killing, before giving up.
 
     Raises:
-        AgentProcessesSurvive: some are still alive after ROUNDS rounds, or the container cannot be paused.
-        SandboxError: the daemon could not list the container's processes.
+        AgentProcessesSurvive: some are still alive after `rounds` rounds, or the container cannot be paused.
+        SandboxError: the daemon failed otherwise (the container stopped or went, an unpause was refused).
     """
-    killed, by_host = 0, from_host
+    try:
+        return _sweep(client, container_id, from_host, rounds)
+    except docker.errors.APIError as exc:
+        raise SandboxError(f"the sweep of the agent's processes in container {container_id[:12]} failed: {exc}; "
+                           "no channel server is started there") from exc
+
+
+def _sweep(client: docker.DockerClient, container_id: str, from_host: bool, rounds: int) -> SweepReport:
+    killed, by_host, left = 0, from_host, []
     for number in range(1, rounds + 2):
         with frozen(client, container_id):
             procs = container_processes(client, container_id)

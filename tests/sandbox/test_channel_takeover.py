@@ -134,8 +134,8 @@ def test_a_sweep_that_cannot_prove_none_is_left_starts_no_server_and_ends_the_sa
 
 def test_a_restart_in_a_container_that_stopped_says_so(sandbox: DockerSandbox) -> None:
     sandbox.container.kill()
-    with pytest.raises(ChannelClosed):
+    with pytest.raises(SandboxError):
         sandbox.exec("true", timeout=10)
-    with pytest.raises(SandboxError, match=r"not restarted: the sandbox's container \w+ is (exited|gone|removing|dead)"
-                                           r", so no channel can be started in it; start a new sandbox"):
+    with pytest.raises(SandboxError, match=r"no longer running|is (exited|gone|removing|dead), so no channel can "
+                                           r"be started in it; start a new sandbox"):
         sandbox.restart_channel()
