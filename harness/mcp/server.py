@@ -17,6 +17,10 @@ duration, sizes, truncation, saved-output paths; `OUTPUT_SCHEMA`). `isError` is 
 tools report an error. The outbound tools (http_request, pip_download, git_push) and `apply_changes`,
 which writes the session's patch into the folder, pass the approval gate; `propose_changes` only
 shows the patch. The folder on the host is only read until an `apply_changes` is approved.
+
+Over 400 lines: the service (its sessions and their cap, the patch out) and the two transports it is served
+on belong together; what stands in front of the HTTP app is in `http_guard.py` (token, session cap), the
+approver's view of binary changes in `patch_preview.py`.
 """
 
 from __future__ import annotations
@@ -24,10 +28,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import hmac
 import json
 import os
-import secrets
 import sys
 import tempfile
 import threading
@@ -45,7 +47,6 @@ import mcp_types as types
 import uvicorn
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from harness import checks
 from harness.approval.gate import ApprovalGate
@@ -56,6 +57,7 @@ from harness.core.listen import listening_socket
 from harness.core.project import select_files
 from harness.errors import HarnessError, TaskError, ToolArgumentsError, ToolError
 from harness.inplace import RepoTask, repo_task, selection_lines, write_base
+from harness.mcp.http_guard import BearerToken, SessionCap, SessionsFull
 from harness.mcp.patch_preview import binary_changes, describe_binary, refusal, shown_patch
 from harness.mcp.specs import IDLE_SECONDS, MAX_SESSIONS, session_limits
 from harness.messages import ToolResult, ToolUse
@@ -111,14 +113,6 @@ class Workspace:
 
 
 Say = Callable[[str], None]
-
-
-class SessionsFull(HarnessError):
-    """A new session was refused: the server has `cap` sessions open (`open`)."""
-
-    def __init__(self, message: str, *, cap: int, open_now: int) -> None:
-        super().__init__(message)
-        self.cap, self.open_now = cap, open_now
 
 
 def _stderr(message: str) -> None:
@@ -561,74 +555,6 @@ def serve_stdio(service: SandboxService) -> None:
         service.close("the MCP client's session ended (its connection closed)")
 
 
-class _BearerToken:
-    """ASGI middleware: every request carries `Authorization: Bearer <token>`, else 401."""
-
-    def __init__(self, app: Any, token: str) -> None:
-        self.app, self.expected = app, f"Bearer {token}".encode()
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self.expected):
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")]})
-                await send({"type": "http.response.body",
-                            "body": b"missing or wrong bearer token (harness mcp --http printed where it is)\n"})
-                return
-        await self.app(scope, receive, send)
-
-
-class _SessionCap:
-    """ASGI middleware: a request that would open a handshake-era session (a POST without
-    `Mcp-Session-Id`, in a handshake protocol version) is admitted only while the service has room
-    (`SandboxService.admit_handshake`), else answered 503 with a JSON-RPC error saying the cap, how many
-    sessions are open and how to raise it; the session it opens is counted until it ends."""
-
-    def __init__(self, app: Any, service: SandboxService) -> None:
-        self.app, self.service = app, service
-
-    @staticmethod
-    def _opens_session(scope: Any) -> bool:
-        headers = dict(scope.get("headers") or [])
-        version = headers.get(b"mcp-protocol-version")
-        return (scope["type"] == "http" and scope.get("method") == "POST" and b"mcp-session-id" not in headers
-                and (version is None or version.decode("latin-1") in HANDSHAKE_PROTOCOL_VERSIONS))
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if not self._opens_session(scope):
-            await self.app(scope, receive, send)
-            return
-        try:
-            self.service.admit_handshake()
-        except SessionsFull as exc:
-            self.service.say(str(exc))
-            body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {
-                "code": -32000, "message": str(exc), "data": {"max_sessions": exc.cap, "open": exc.open_now}}})
-            await send({"type": "http.response.start", "status": 503,
-                        "headers": [(b"content-type", b"application/json")]})
-            await send({"type": "http.response.body", "body": body.encode()})
-            return
-        opened: list[str] = []
-
-        async def watch(message: Any) -> None:
-            if message["type"] == "http.response.start" and message["status"] < 400:
-                opened.extend(v.decode("latin-1") for k, v in message.get("headers", []) if k == b"mcp-session-id")
-            await send(message)
-
-        try:
-            await self.app(scope, receive, watch)
-        finally:
-            self.service.settle_handshake(f"mcp-session-id:{opened[0]}" if opened else None)
-
-
-def write_token(path: Path, token: str | None = None) -> str:
-    token = token or secrets.token_urlsafe(32)
-    checks.private_dir(Path(path).parent)
-    checks.write_file(Path(path), token + "\n")
-    return token
-
-
 def http_app(service: SandboxService, token: str, idle_seconds: float = IDLE_SECONDS) -> Any:
     """The ASGI app: the SDK's streamable HTTP app behind the token, sessions' sandboxes removed with them."""
     server = build_server(service, SHARED_SESSION)
@@ -645,7 +571,7 @@ def http_app(service: SandboxService, token: str, idle_seconds: float = IDLE_SEC
                 await anyio.to_thread.run_sync(service.end, f"mcp-session-id:{session_id}")
 
     manager._discard_session = discard_with_sandbox  # type: ignore[method-assign]  # noqa: SLF001
-    return _BearerToken(_SessionCap(app, service), token)
+    return BearerToken(SessionCap(app, service), token)
 
 
 def serve_http(service: SandboxService, port: int, token: str, *, idle_seconds: float = IDLE_SECONDS,
