@@ -332,6 +332,25 @@ def test_a_damaged_folder_shows_as_damaged_with_why_and_the_others_are_listed(
     no_markup_ran(browser)
 
 
+def test_a_trajectory_cut_at_its_caps_says_so_on_the_page(console: dict[str, Any], browser: webdriver.Chrome) -> None:
+    giant = console["runs"] / "giant"
+    giant.mkdir()
+    path = giant / "trajectory.jsonl"
+    with path.open("wb") as f:                     # a normal line, one over the line cap, then 3 GiB of one line
+        f.write(b'{"role": "user", "content": "first"}\n')
+        f.write(b'{"role": "user", "content": "' + b"y" * 4_100_000 + b'"}\n')
+        f.write(b'{"role": "assistant", "content": "')
+    os.truncate(path, 3 * 2**30)
+    open_view(browser, console, "#/run?ref=0/giant")
+    cut = wait(browser, lambda b: b.find_element(By.ID, "step-1"), what="the line over the cap")
+    assert "line 2 is 4,100,031 bytes, over the 4,000,000-byte cap for one line: not read" in cut.text
+    notes = wait(browser, lambda b: b.find_element(By.ID, "steps-cut").text, what="what was cut")
+    assert "trajectory.jsonl is 3,221,225,472 bytes; the console reads its first 268,435,456" in notes
+    assert "line 3 (from byte 4,100,069) is over the 4,000,000-byte cap" in notes
+    assert steps_shown(browser) == 2
+    screenshot(browser, "run-cut")
+
+
 # ---------------------------------------------------------------- approvals in the console
 
 
