@@ -92,8 +92,10 @@ class DenseIndex:
         return self._progress(index)
 
     def _progress(self, index: CodeIndex) -> str:
-        total = len(self.scoped(index))
-        return f"the dense half is still being built ({total - len(self.missing(index)):,} of {total:,} chunks)"
+        scoped = self.scoped(index)
+        with self._lock:
+            done = sum(1 for key in scoped.values() if key in self.vectors)
+        return f"the dense half is still being built ({done:,} of {len(scoped):,} chunks)"
 
     def start(self, index: CodeIndex, texts: Mapping[str, str], fetch: Fetch | None,
               on_host: Mapping[str, str] | None = None) -> threading.Thread:
