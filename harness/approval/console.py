@@ -7,6 +7,12 @@ optional reason, which the model receives. While the prompt waits, a decision ma
 prompt. Every string shown that came from the model or the database (tool, key, session, decider)
 is escaped first: a key holding `ESC[13A ESC[J` prints as `\x1b[13A\x1b[J` and moves nothing.
 An approval typed here names the hash of the request shown, so it cannot approve anything else.
+
+Besides yes and no the operator may answer `g` (approve this request and, by a grant for this run,
+the later ones its derived rule covers) or `d` (deny it and, for this run, every later one to the same
+place): the derived rule is printed in full, escaped, and confirmed before anything is decided; a
+request no grant may be made from says why and asks again. A request a grant decides later is not
+asked about, but it is shown: `request #7 (http_request ...) approved by grant G1`.
 """
 
 from __future__ import annotations
@@ -17,12 +23,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
+from harness.approval.grants import NotGrantable
 from harness.approval.queue import ApprovalQueue
 from harness.approval.records import DecisionRefused, Request
-from harness.tools.outbound.preview import gutter, safe_ident
+from harness.errors import ApprovalError
+from harness.tools.outbound.preview import gutter, safe_ident, safe_text
 
 APPROVE_WORDS = ("y", "yes", "a", "approve")
-DENY_WORDS = ("n", "no", "d", "deny")
+DENY_WORDS = ("n", "no", "deny")
+GRANT_WORDS = ("g", "grant")
+DENY_GRANT_WORDS = ("d", "deny-grant")
 
 
 @dataclass
@@ -53,7 +63,8 @@ class ConsolePrompt:
     def ask(self, queue: ApprovalQueue, request: Request, deadline: float,
             ended: Callable[[], str | None] = lambda: None) -> Request:
         self._say(f"\n{gutter(request.preview, request.id)}\n{describe(request)}\n")
-        question = (f"Approve outbound request #{request.id}? [yes/no] (or decide elsewhere: harness approvals "
+        question = (f"Approve outbound request #{request.id}? [yes/no] (g: approve by a grant for this run, d: "
+                    f"deny by a grant for this run; or decide elsewhere: harness approvals "
                     f"approve {request.id} --hash {safe_ident(request.request_hash)}): ")
         while True:
             self._say(question)
@@ -75,7 +86,45 @@ class ConsolePrompt:
                 if isinstance(reason, Request):
                     return reason
                 return self._decide(queue, request, False, reason or "")
-            self._say(f"please type yes or no (got {answer[:40]!r})\n")
+            if answer.lower() in GRANT_WORDS + DENY_GRANT_WORDS:
+                granted = self._grant(queue, request, answer.lower() in GRANT_WORDS, deadline, ended)
+                if granted is not None:
+                    return granted
+                continue
+            self._say(f"please type yes, no, g or d (got {safe_text(answer[:40])!r})\n")
+
+    def _grant(self, queue: ApprovalQueue, request: Request, approve: bool, deadline: float,
+               ended: Callable[[], str | None]) -> Request | None:
+        """Show the derived rule and confirm it; the decided request, or None (nothing decided)."""
+        try:
+            rule = queue.derive_grant(request.id, approve)
+        except NotGrantable as exc:
+            self._say(f"no grant can be made from request #{request.id}: {safe_text(exc.why)}\n")
+            return None
+        self._say(f"grant for this run: {safe_ident(rule.text())}\nMake this grant? [yes/no]: ")
+        answer = self._line(queue, request, deadline, ended)
+        if isinstance(answer, Request):
+            return answer
+        if answer is None or answer.lower() not in APPROVE_WORDS:
+            self._say("no grant made; nothing decided\n")
+            return None
+        try:
+            decided, grant = queue.decide_with_grant(request.id, approve, self.actor, seen_hash=request.request_hash,
+                                                     shown_rule=rule, scope_kind="run")
+        except DecisionRefused as exc:
+            if exc.why != "decided":
+                raise
+            return queue.get(request.id)
+        except ApprovalError as exc:
+            self._say(f"no grant made: {safe_text(str(exc))}\n")
+            return None
+        self._say(f"request #{decided.id}: {decided.status}; grant G{grant.id} made\n")
+        return decided
+
+    def tell(self, request: Request) -> None:
+        """A request decided by a grant, without asking: one line, every value escaped."""
+        self._say(f"\noutbound request #{request.id} ({safe_ident(request.tool)}, key {safe_ident(request.key)}) "
+                  f"{request.status} by grant G{request.grant_id}: {safe_text(request.reason or '')}\n")
 
     def _decide(self, queue: ApprovalQueue, request: Request, approve: bool, reason: str) -> Request:
         try:

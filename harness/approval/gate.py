@@ -9,7 +9,8 @@
    different arguments, or whose call would now run other content (the exact arguments the request
    holds, e.g. apply_changes's patch), is refused, saying what differs;
 3. a new request is prepared (the exact arguments that will run, and the preview), queued, and
-   decided by the policy, a human on this terminal, or a human elsewhere (CLI, web page), polled
+   decided by a grant (`harness.approval.grants`: deny grants before the policy, approve grants after
+   it), the policy, a human on this terminal, or a human elsewhere (CLI, web page), polled
    from the database; no decision before the timeout: expired, and the model is told (asking again
    with the same key then queues a new request, with a new id);
 4. approved: claimed (`executing` recorded before anything is sent), run once from the host with
@@ -30,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from harness.approval.grants import GrantDecision
 from harness.approval.policy import Policy
 from harness.approval.queue import ApprovalQueue
 from harness.approval.records import DecisionRefused, Request, canonical_hash
@@ -48,6 +50,10 @@ class Prompt(Protocol):
     def ask(self, queue: ApprovalQueue, request: Request, deadline: float,
             ended: Callable[[], str | None]) -> Request:
         """The request decided, expired, or still pending once `ended()` says why the session ended."""
+        ...
+
+    def tell(self, request: Request) -> None:
+        """Say that `request` was decided without asking (by grant G): it is still shown."""
         ...
 
 
@@ -124,11 +130,19 @@ class ApprovalGate:
                 f"Use a new key for a new action, e.g. \"key\": \"{safe_ident(request.key)}-2\"")
 
     def _apply_policy(self, request: Request) -> Request:
+        """Strictest first: a deny grant, then a policy rule, then an approve grant (none when a rule says
+        "ask": that rule wants a person every time), then the mode; else a person decides."""
         verdict = self.policy.decide(request.tool, request.args)
         try:
+            decided = self._by_grant(request, "deny")
+            if decided is not None:
+                return decided
             if verdict.decision in ("approve", "deny"):
                 return self.queue.decide(request.id, verdict.decision == "approve", "policy",
                                          verdict.reason, rule=verdict.rule)
+            decided = None if verdict.rule is not None else self._by_grant(request, "approve")
+            if decided is not None:
+                return decided
             if self.mode == "deny":
                 return self.queue.decide(
                     request.id, False, "policy", "this run is unattended (--approve deny) and no policy rule "
@@ -136,6 +150,12 @@ class ApprovalGate:
         except DecisionRefused:     # decided meanwhile (a human, another session): that decision stands
             return self.queue.get(request.id)
         return request
+
+    def _by_grant(self, request: Request, decision: GrantDecision) -> Request | None:
+        decided = self.queue.decide_by_grant(request.id, (decision,))
+        if decided is not None and self.prompt is not None:
+            self.prompt.tell(decided)
+        return decided
 
     def _await_decision(self, request: Request, session: str) -> Request:
         deadline = request.created_at + self.timeout

@@ -29,10 +29,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from harness.approval.grants import GrantRule, covers, derive, narrow
 from harness.approval.records import (
     TERMINAL,
     AuditEvent,
     DecisionRefused,
+    Grant,
+    GrantScope,
     Request,
     UnknownRequest,
     canonical_hash,
@@ -51,6 +54,11 @@ CREATE TABLE IF NOT EXISTS requests (
     status TEXT NOT NULL, created_at REAL NOT NULL,
     decided_at REAL, decided_by TEXT, reason TEXT, rule TEXT, approved_hash TEXT,
     started_at REAL, executor TEXT, finished_at REAL, result TEXT);
+CREATE TABLE IF NOT EXISTS grants (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, decision TEXT NOT NULL, tool TEXT NOT NULL, rule TEXT NOT NULL,
+    rule_text TEXT NOT NULL, scope_kind TEXT NOT NULL, scope TEXT NOT NULL, session TEXT NOT NULL,
+    expires_at REAL, created_at REAL NOT NULL, granted_by TEXT NOT NULL, from_request INTEGER NOT NULL,
+    preview_hash TEXT NOT NULL, revoked_at REAL, revoked_by TEXT, decided INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, request_id INTEGER NOT NULL,
     event TEXT NOT NULL, actor TEXT NOT NULL, detail TEXT NOT NULL);
@@ -102,6 +110,7 @@ class ApprovalQueue:
             self._migrate()
             self._db.executescript(SCHEMA)
             self._add_scope()
+            self._add_grant_column()
         except (OSError, sqlite3.Error) as exc:
             raise ApprovalError(f"cannot open the approval queue in {self.state_dir}: {exc}; expected a "
                                 "writable directory, e.g. `--state-dir ~/.local/state/harness`") from exc
@@ -137,6 +146,16 @@ class ApprovalQueue:
                 db.execute("ALTER TABLE requests ADD COLUMN scope TEXT NOT NULL DEFAULT ''")
             db.execute("DROP INDEX IF EXISTS requests_open_name")
             db.execute(SCOPED)
+
+    def _add_grant_column(self) -> None:
+        """`requests.grant_id` (the grant that decided it), added to a database made before grants."""
+        def has() -> bool:
+            return any(r["name"] == "grant_id" for r in self._db.execute("PRAGMA table_info(requests)"))
+        if has():
+            return
+        with self._tx() as db:
+            if not has():
+                db.execute("ALTER TABLE requests ADD COLUMN grant_id INTEGER")
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -218,38 +237,122 @@ class ApprovalQueue:
                         request_hash=request_hash, **earlier)
         return self.get(request_id), True
 
+    def _decidable(self, request_id: int, approve: bool, seen_hash: str | None, rule: str | None) -> Request:
+        """The pending request, checked for this decision (inside the caller's transaction)."""
+        current = self.get(request_id)
+        if current.status != "pending":
+            raise DecisionRefused(
+                f"request #{request_id} is already {current.status}"
+                + (f" (by {safe_ident(current.decided_by)})" if current.decided_by else "")
+                + "; only a pending request can be approved or denied", request_id=request_id,
+                status=current.status, why="decided")
+        if approve and seen_hash is None and rule is None:
+            raise DecisionRefused(
+                f"request #{request_id}: an approval must name the hash of the request it approves; "
+                f"`harness approvals show {request_id}` prints it, then e.g. `harness approvals approve "
+                f"{request_id} --hash {current.request_hash}`", request_id=request_id,
+                status=current.status, why="unseen")
+        if seen_hash is not None and seen_hash != current.request_hash:
+            raise DecisionRefused(
+                f"request #{request_id} is not the one you saw: its hash is {current.request_hash}, you saw "
+                f"{safe_ident(seen_hash[:80])!r}; look at it again (`harness approvals show {request_id}`) "
+                "and decide on what it holds now", request_id=request_id, status=current.status,
+                why="changed")
+        return current
+
+    def _set_decision(self, db: sqlite3.Connection, current: Request, approve: bool, actor: str, reason: str,
+                      rule: str | None, grant_id: int | None = None, **detail: Any) -> None:
+        status = "approved" if approve else "denied"
+        db.execute("UPDATE requests SET status=?, decided_at=?, decided_by=?, reason=?, rule=?,"
+                   " approved_hash=?, grant_id=? WHERE id=? AND status='pending'",
+                   (status, time.time(), actor, reason, rule, current.request_hash if approve else None,
+                    grant_id, current.id))
+        self._audit(db, current.id, status, actor, reason=reason, rule=rule,
+                    request_hash=current.request_hash, **detail)
+
     def decide(self, request_id: int, approve: bool, actor: str, reason: str = "",
                rule: str | None = None, seen_hash: str | None = None) -> Request:
         """Approve or deny a pending request. `seen_hash`: the full hash of what the decider was shown;
         required to approve unless the decider is a policy rule (`rule` given), which saw the arguments."""
-        status = "approved" if approve else "denied"
+        with self._tx() as db:
+            current = self._decidable(request_id, approve, seen_hash, rule)
+            self._set_decision(db, current, approve, actor, reason, rule)
+        return self.get(request_id)
+
+    # -- grants (harness.approval.grants) ------------------------------------------------------
+    def derive_grant(self, request_id: int, approve: bool, narrowings: tuple[tuple[str, str], ...] = ()
+                     ) -> GrantRule:
+        """The rule a grant made from this request would have (raises NotGrantable, ApprovalError)."""
+        request = self.get(request_id)
+        rule = derive(request.tool, request.args, "approve" if approve else "deny")
+        for key, pattern in narrowings:
+            rule = narrow(rule, key, pattern)
+        return rule
+
+    def decide_with_grant(self, request_id: int, approve: bool, actor: str, *, seen_hash: str, shown_rule: GrantRule,
+                          scope_kind: GrantScope, expires_at: float | None = None, reason: str = "",
+                          narrowings: tuple[tuple[str, str], ...] = ()) -> tuple[Request, Grant]:
+        """Decide the request a person saw (hash `seen_hash`) and make a grant of the rule they were shown
+        (derived again here from the stored request: it must be `shown_rule`), in one transaction."""
+        with self._tx() as db:
+            current = self._decidable(request_id, approve, seen_hash, None)
+            rule = self.derive_grant(request_id, approve, narrowings)
+            if rule != shown_rule:
+                raise DecisionRefused(f"request #{request_id}: the grant's rule is not the one shown; nothing "
+                                      "was decided", request_id=request_id, status=current.status, why="changed")
+            cur = db.execute(
+                "INSERT INTO grants (decision, tool, rule, rule_text, scope_kind, scope, session, expires_at,"
+                " created_at, granted_by, from_request, preview_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (rule.decision, rule.tool, rule.to_json(), rule.text(), scope_kind, current.scope, current.session,
+                 expires_at, time.time(), actor, request_id, current.request_hash))
+            grant_id = int(cur.lastrowid or 0)
+            self._set_decision(db, current, approve, actor, reason, None, made_grant=grant_id,
+                               grant_rule=rule.text(), grant_scope=scope_kind)
+        return self.get(request_id), self.grant(grant_id)
+
+    def grant(self, grant_id: int) -> Grant:
+        row = next(iter(self._rows("SELECT * FROM grants WHERE id = ?", (grant_id,))), None)
+        if row is None:
+            raise ApprovalError(f"no grant G{grant_id} in {self.path}; `harness approvals grants` lists them")
+        return Grant.from_row(row)
+
+    def grants(self) -> list[Grant]:
+        return [Grant.from_row(r) for r in self._rows("SELECT * FROM grants ORDER BY id DESC")]
+
+    def decide_by_grant(self, request_id: int, decisions: tuple[str, ...] = ("deny", "approve")) -> Request | None:
+        """Decide a pending request by the first active grant of `decisions` covering it (deny grants
+        first), in one transaction with the grant's state; None when none covers it."""
         with self._tx() as db:
             current = self.get(request_id)
             if current.status != "pending":
-                raise DecisionRefused(
-                    f"request #{request_id} is already {current.status}"
-                    + (f" (by {safe_ident(current.decided_by)})" if current.decided_by else "")
-                    + "; only a pending request can be approved or denied", request_id=request_id,
-                    status=current.status, why="decided")
-            if approve and seen_hash is None and rule is None:
-                raise DecisionRefused(
-                    f"request #{request_id}: an approval must name the hash of the request it approves; "
-                    f"`harness approvals show {request_id}` prints it, then e.g. `harness approvals approve "
-                    f"{request_id} --hash {current.request_hash}`", request_id=request_id,
-                    status=current.status, why="unseen")
-            if seen_hash is not None and seen_hash != current.request_hash:
-                raise DecisionRefused(
-                    f"request #{request_id} is not the one you saw: its hash is {current.request_hash}, you saw "
-                    f"{safe_ident(seen_hash[:80])!r}; look at it again (`harness approvals show {request_id}`) "
-                    "and decide on what it holds now", request_id=request_id, status=current.status,
-                    why="changed")
-            db.execute("UPDATE requests SET status=?, decided_at=?, decided_by=?, reason=?, rule=?,"
-                       " approved_hash=? WHERE id=? AND status='pending'",
-                       (status, time.time(), actor, reason, rule,
-                        current.request_hash if approve else None, request_id))
-            self._audit(db, request_id, status, actor, reason=reason, rule=rule,
-                        request_hash=current.request_hash)
+                return None
+            now = time.time()
+            rows = db.execute("SELECT * FROM grants WHERE revoked_at IS NULL AND tool = ? "
+                              "ORDER BY decision = 'approve', id", (current.tool,)).fetchall()
+            for grant in (Grant.from_row(r) for r in rows if r["decision"] in decisions):
+                if grant.active(now) and grant.applies_to(current) and covers(
+                        GrantRule.from_json(grant.rule), current.tool, current.args):
+                    approve = grant.decision == "approve"
+                    reason = (f"{'approved' if approve else 'denied'} by grant G{grant.id} ({grant.rule_text}; "
+                              f"granted by {grant.granted_by} from request #{grant.from_request})")
+                    self._set_decision(db, current, approve, f"grant:G{grant.id}", reason, None, grant.id,
+                                       grant=grant.id)
+                    db.execute("UPDATE grants SET decided = decided + 1 WHERE id = ?", (grant.id,))
+                    break
+            else:
+                return None
         return self.get(request_id)
+
+    def revoke(self, grant_id: int, actor: str) -> Grant:
+        """End a grant at once: it decides nothing more, and a request it approved that was not claimed
+        yet does not run (one already executing finishes, once)."""
+        with self._tx() as db:
+            grant = self.grant(grant_id)
+            if grant.revoked_at is not None:
+                return grant
+            db.execute("UPDATE grants SET revoked_at=?, revoked_by=? WHERE id=?", (time.time(), actor, grant_id))
+            self._audit(db, grant.from_request, "grant-revoked", actor, grant=grant_id)
+        return self.grant(grant_id)
 
     def expire(self, request_id: int, waited: float) -> Request:
         """No decision in time: a pending request expires (one decided meanwhile is returned as it is)."""
@@ -275,6 +378,11 @@ class ApprovalQueue:
         with self._tx() as db:
             req = self.get(request_id)
             if req.status != "approved":
+                return None
+            if req.grant_id is not None and self.grant(req.grant_id).revoked_at is not None:
+                db.execute("UPDATE requests SET status='denied', reason=? WHERE id=? AND status='approved'",
+                           (f"grant G{req.grant_id} was revoked before the request ran", request_id))
+                self._audit(db, request_id, "denied", "revoked", grant=req.grant_id)
                 return None
             if req.approved_hash != req.request_hash or canonical_hash(
                     {"tool": req.tool, "args": req.args, "preview": req.preview}) != req.approved_hash:

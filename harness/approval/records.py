@@ -16,6 +16,7 @@ import json
 import os
 import socket
 import sqlite3
+import time
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, get_args
 
@@ -95,6 +96,7 @@ class Request:
     finished_at: float | None
     result: str | None
     scope: str = ""          # whose key it is: a session, or a run and its resumes (harness.approval.gate)
+    grant_id: int | None = None   # the grant that decided it (harness.approval.grants); None: a rule or a person
 
     @staticmethod
     def from_row(row: sqlite3.Row) -> Request:
@@ -117,6 +119,58 @@ class Request:
         data = asdict(self)
         data["outcome_unknown"] = self.outcome_unknown
         return data
+
+
+GrantScope = Literal["run", "session", "until"]
+"""How long a grant lasts: the run (its key scope, resumes too), the session that asked, or until a time
+(every session of this queue until then)."""
+
+
+@dataclass(frozen=True)
+class Grant:
+    """A decision a person made on request `from_request` (hash `preview_hash`), extended to the later
+    requests its derived rule covers (`harness.approval.grants`)."""
+
+    id: int
+    decision: str            # approve | deny
+    tool: str
+    rule: str                # GrantRule JSON
+    rule_text: str           # what the person was shown
+    scope_kind: GrantScope
+    scope: str               # the run's key scope (scope_kind run)
+    session: str             # the session (scope_kind session)
+    expires_at: float | None
+    created_at: float
+    granted_by: str
+    from_request: int
+    preview_hash: str
+    revoked_at: float | None
+    revoked_by: str | None
+    decided: int             # how many requests it decided
+
+    @staticmethod
+    def from_row(row: sqlite3.Row) -> Grant:
+        return Grant(**dict(row))
+
+    def active(self, now: float) -> bool:
+        return self.revoked_at is None and (self.expires_at is None or now < self.expires_at)
+
+    def applies_to(self, request: Request) -> bool:
+        """Whether `request` is within this grant's scope (its rule is matched separately)."""
+        if self.scope_kind == "run":
+            return request.scope == self.scope
+        if self.scope_kind == "session":
+            return request.session == self.session
+        return True
+
+    @property
+    def shown_scope(self) -> str:
+        if self.scope_kind == "until":
+            return "until " + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.expires_at or 0))
+        return f"this {self.scope_kind}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass(frozen=True)

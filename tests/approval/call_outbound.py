@@ -23,6 +23,7 @@ def main() -> int:
     p = argparse.ArgumentParser()
     for name in ("--state-dir", "--mode", "--url", "--key", "--body", "--policy"):
         p.add_argument(name)
+    p.add_argument("--method", default="POST")
     p.add_argument("--timeout", type=float, default=60.0)
     a = p.parse_args()
     base = Config()
@@ -34,7 +35,8 @@ def main() -> int:
     ctx = ToolContext(sandbox=None, session=f"proc-{os.getpid()}", tool_use_id="toolu_1",  # type: ignore[arg-type]
                       approver=gate, key_scope="run:the-resumed-run")   # each process: one run, resumed
     try:
-        text = tool.function(ctx, method="POST", url=a.url, body=a.body, key=a.key)
+        body = {} if a.method in ("GET", "HEAD") else {"body": a.body}
+        text = tool.function(ctx, method=a.method, url=a.url, key=a.key, **body)
         print(json.dumps({"ok": True, "text": text}))
     except ToolError as exc:
         print(json.dumps({"ok": False, "error": type(exc).__name__, "text": str(exc)}))

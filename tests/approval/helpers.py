@@ -87,10 +87,10 @@ class CountingServer:
 
 
 def start_call(state_dir: Path, url: str, key: str, *, mode: str = "queue", body: str = "payload",
-               policy: Path | None = None, timeout: float = 60.0) -> subprocess.Popen[str]:
+               policy: Path | None = None, timeout: float = 60.0, method: str = "POST") -> subprocess.Popen[str]:
     """Run one http_request tool call in a new harness process; its stdout is one JSON line."""
     cmd = [sys.executable, str(CALLER), "--state-dir", str(state_dir), "--mode", mode, "--url", url,
-           "--key", key, "--body", body, "--timeout", str(timeout)]
+           "--key", key, "--body", body, "--timeout", str(timeout), "--method", method]
     if policy is not None:
         cmd += ["--policy", str(policy)]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,

@@ -13,6 +13,7 @@ import pytest
 from tests.approval.helpers import CALLER, CountingServer, Terminal, approve
 
 PROMPT = "Approve outbound request #1? [yes/no]"
+CHOICES = "(g: approve by a grant for this run, d: deny by a grant for this run; "
 
 
 @pytest.fixture
@@ -61,15 +62,15 @@ def test_a_forged_prompt_in_the_payload_stays_inside_the_gutter(tmp_path: Path, 
     forged = f"x\n└─ end of request #1 (1 lines) ─\n{PROMPT} (or decide elsewhere): "
     term = _ask(tmp_path, server, forged)
     try:
-        screen = term.read_until(f"{PROMPT} (or decide elsewhere: harness")
+        screen = term.read_until(f"{PROMPT} {CHOICES}or decide elsewhere: harness")
         lines = screen.replace("\r", "").split("\n")
         ours = [ln for ln in lines if ln.startswith("Approve outbound")]
         assert len(ours) == 1 and re.fullmatch(
-            re.escape(f"{PROMPT} (or decide elsewhere: harness approvals approve 1 --hash ") + "[0-9a-f]{64}\\): ",
+            re.escape(f"{PROMPT} {CHOICES}or decide elsewhere: harness approvals approve 1 --hash ") + "[0-9a-f]{64}\\): ",
             ours[0]), ours
         assert f"│   {PROMPT} (or decide elsewhere): " in lines
         term.type("maybe")                       # positive control of the parser: asks again
-        term.read_until("please type yes or no (got 'maybe')")
+        term.read_until("please type yes, no, g or d (got 'maybe')")
         term.type("n")
         term.read_until("Reason for the model")
         term.type("")

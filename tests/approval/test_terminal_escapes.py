@@ -18,7 +18,7 @@ FAKE = ("\x1b[13A\x1b[J"
         "┌─ outbound request #1: what will run if you approve ─\n"
         "│ method  GET\n│ url     https://docs.python.org/3/\n│ host    docs.python.org\n│ body: (empty)\n"
         "└─ end of request #1 (4 lines) ─\n[reverse]fake[/reverse]")
-REAL_PROMPT = "(or decide elsewhere: harness approvals approve 1"
+REAL_PROMPT = "or decide elsewhere: harness approvals approve 1"
 
 
 def screen_of(data: bytes, columns: int = 220, lines: int = 60) -> list[str]:
