@@ -1,6 +1,6 @@
-"""Reliability under kill -9, printed (not asserted); both goals are 0:
+"""Reliability under kill -9 and a dead sandbox, printed (not asserted):
 
-    .venv/bin/python bench/bench_reliability.py [--only containers|outbound] [--trials 200] [--seed 1]
+    .venv/bin/python bench/bench_reliability.py [--only containers|outbound|dead] [--trials 200] [--seed 1]
 
 1. containers: `harness run tasks/wordcount --model scripted:wordcount-fix`, `harness exec --dir
    tasks/wordcount/repo -- sleep 5`, `harness mcp --dir tasks/wordcount/repo --pool 1` with a client
@@ -21,6 +21,11 @@
    Recovery is what a resumed session does: ask again with the same key (again after an expiry,
    at most 3 asks) until the answer is final. Per trial: executions counted by the server.
 
+3. dead: a session (the real loop, the bash tool, a scripted model) whose first command the memory
+   limit kills (exit 137; the container lives) and whose container is killed from outside during the
+   second (`sleep 30`), at a random moment: how the session ends (goal: `sandbox_unavailable` with
+   OOMKilled in the reason, one model call after the kill at most, every time), over min(trials, 20).
+
 The file is over 250 lines because the two experiments share their plumbing (process groups,
 marker scans, time budget, report); each experiment is a few short functions.
 """
@@ -39,6 +44,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -51,8 +57,17 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from harness.approval.queue import ApprovalQueue  # noqa: E402
+from harness.config import Config  # noqa: E402
 from harness.errors import ApprovalError  # noqa: E402
+from harness.loop import AgentLoop, StepEvent  # noqa: E402
+from harness.messages import system, user  # noqa: E402
+from harness.models.scripted import ScriptedModel  # noqa: E402
+from harness.tools.base import ToolContext  # noqa: E402
+from harness.tools.catalog import default_catalog  # noqa: E402
+from sandbox.api import Limits, SandboxSpec  # noqa: E402
 from sandbox.docker_client import client_or_default  # noqa: E402
+from sandbox.docker_sandbox import DockerSandbox  # noqa: E402
+from sandbox.images import ensure_image  # noqa: E402
 from sandbox.reaper import MANAGED  # noqa: E402
 
 MARKER = "HARNESS_BENCH_RELIABILITY"       # every trial process carries MARKER=<run token>-<trial>
@@ -670,9 +685,54 @@ def outbound_report(done: list[OutboundTrial], token: str, refused: Counter[str]
             "host_processes": processes, "per_trial": [asdict(t) for t in done]}
 
 
+# ---- 3. a dead sandbox --------------------------------------------------------------------------
+DEAD_HOG = "python3 -c 'x = bytearray(1024**3); x[::4096] = b\"1\" * (1024**3 // 4096)'"
+
+
+def one_dead_sandbox(image: str, rng: random.Random) -> dict[str, Any]:
+    """A session whose first command the memory limit kills (the container lives), and whose container is
+    killed from outside during its second (`sleep 30`), at a random moment; what the session says."""
+    turns = [[{"type": "tool_use", "id": "c1", "name": "bash", "input": {"command": DEAD_HOG}}],
+             [{"type": "tool_use", "id": "c2", "name": "bash", "input": {"command": "sleep 30"}}],
+             [{"type": "tool_use", "id": "c3", "name": "bash", "input": {"command": "echo again"}}],
+             [{"type": "text", "text": "done"}]]
+    config = Config()
+    spec = SandboxSpec(image=image, session=f"bench-dead-{uuid.uuid4().hex[:8]}", limits=Limits(memory="256m"),
+                       labels={"harness.bench": "1"})
+    with DockerSandbox(spec) as box:
+        api, ident = box.container.client.api, box.container.id
+        delay = rng.uniform(0.3, 3.0)
+
+        def on_step(event: StepEvent) -> None:
+            if event.kind == "tool" and event.turn == 1:   # the hog's call answered: `sleep 30` comes next
+                threading.Timer(delay, lambda: api.kill(ident)).start()
+
+        ctx = ToolContext(sandbox=box, session=spec.session)
+        result = AgentLoop(ScriptedModel(turns), default_catalog(config), ctx, config,
+                           progress=on_step).run([system("You fix code."), user("Run it.")])
+    kinds = [r.error_kind for m in result.messages for r in m.tool_results if r.is_error]
+    return {"stop_reason": result.stop_reason, "oom_said": "OOMKilled" in result.final_text,
+            "turns": result.turns, "error_kinds": kinds, "delay": delay, "reason": result.final_text[-300:]}
+
+
+def dead_sandboxes(trials: int, seed: int, deadline: float) -> dict[str, Any]:
+    print("3. a sandbox killed mid-command after an OOM in it: how the session ends")
+    image = ensure_image(python="3.11")
+    rng = random.Random(seed)
+    done = [one_dead_sandbox(image, rng) for _ in range(trials) if time.monotonic() < deadline]
+    ended = Counter(d["stop_reason"] for d in done)
+    said = sum(1 for d in done if d["stop_reason"] == "sandbox_unavailable" and d["oom_said"])
+    calls = dict(Counter(d["turns"] for d in done))
+    print(f"  trials {len(done)}; stop reasons {dict(ended)}; model calls per session {calls}")
+    print(f"  => ended as sandbox_unavailable with OOMKilled in the reason: {said}/{len(done)} (goal: all)")
+    if done:
+        print(f"  e.g. {done[0]['reason']}")
+    return {"trials": len(done), "sandbox_unavailable_with_oom": said, "stop_reasons": dict(ended), "per_trial": done}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["containers", "outbound"], help="run one of the two experiments")
+    parser.add_argument("--only", choices=["containers", "outbound", "dead"], help="run one of the experiments")
     parser.add_argument("--trials", type=int, default=200, help="trials per experiment (default 200)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the kill delays and trial mix")
     parser.add_argument("--parallel", type=int, default=2, choices=[1, 2, 3, 4],
@@ -703,6 +763,9 @@ def main() -> int:
         print()
     if args.only in (None, "outbound"):
         figures["outbound"] = outbound(args.trials, args.seed, deadline, args.recovery_timeout)
+        print()
+    if args.only in (None, "dead"):
+        figures["dead"] = dead_sandboxes(min(args.trials, 20), args.seed, deadline)
         print()
     figures["seconds"] = time.monotonic() - started
     print(f"total {figures['seconds'] / 60:.1f} min; command: {command}")

@@ -11,7 +11,9 @@ Stop reasons: ``end`` (the model asked for nothing: it believes it is done), ``c
 last turn's calls were run and answered, the agent did not finish), ``truncated`` (the response hit
 max_tokens: not run, not taken as the end, not added to M), ``error`` (the model API failed after
 retries, or the harness failed running a tool), ``budget`` (tokens, cost or wall time ran out),
-``stuck`` (the model sent the same calls, or an empty reply, loop.max_repeats times in a row).
+``stuck`` (the model sent the same calls, or an empty reply, loop.max_repeats times in a row),
+``sandbox_unavailable`` (the sandbox's container stopped or vanished during a call: OOM, killed from
+outside; an infrastructure failure, not the model's, and nothing is retried against it).
 
 An empty reply (no text, no call) is not taken as the end: a user message asks for a tool call or
 a summary. A call repeated exactly gets, with its results, a note that it was repeated. Both count
@@ -34,14 +36,14 @@ from typing import Any, Literal
 from harness.config import Config
 from harness.errors import ConfigError, HarnessError, ModelError, ModelTruncated
 from harness.history import apply_window
-from harness.messages import Message, ToolResult, ToolUse, user
+from harness.messages import Message, ToolErrorKind, ToolResult, ToolUse, user
 from harness.models.base import MALFORMED, Model, ModelResponse, Usage, cost_usd
 from harness.tools.base import ToolContext
 from harness.tools.catalog import Catalog
 from harness.trajectory import TrajectoryWriter
-from sandbox.errors import SandboxError
+from sandbox.errors import SandboxError, SandboxUnavailable
 
-StopReason = Literal["end", "cap", "truncated", "error", "budget", "stuck"]
+StopReason = Literal["end", "cap", "truncated", "error", "budget", "stuck", "sandbox_unavailable"]
 """Why the loop stopped; each is described in the module docstring."""
 
 
@@ -171,8 +173,7 @@ class AgentLoop:
             except (HarnessError, SandboxError) as exc:
                 failure = exc
                 result = ToolResult(call.id, f"not run to completion: the harness failed: "
-                                    f"{type(exc).__name__}: {exc}", is_error=True,
-                                    error_kind="sandbox" if isinstance(exc, SandboxError) else "harness")
+                                    f"{type(exc).__name__}: {exc}", is_error=True, error_kind=_kind_of(exc))
             seconds = time.monotonic() - started
             self.tool_seconds += seconds
             if repeats:
@@ -185,8 +186,9 @@ class AgentLoop:
             timings.append(timing)
             self._emit(StepEvent("tool", self.turns, self._elapsed(), tool=call.name, is_error=result.is_error))
         self._append(Message("user", tuple(results)), {"turn": self.turns, "tools": timings})
-        if failure is not None:
-            raise _Stop("error", f"{type(failure).__name__}: {failure}")
+        if failure is not None:   # a dead sandbox ends the session with a reason of its own: no call is retried
+            raise _Stop("sandbox_unavailable" if isinstance(failure, SandboxUnavailable) else "error",
+                        f"{type(failure).__name__}: {failure}")
 
     def _execute(self, call: ToolUse) -> ToolResult:
         bad = call.input.get(MALFORMED)
@@ -243,6 +245,13 @@ class AgentLoop:
 EMPTY_REPLY = ("Your reply was empty: it had no text and no tool call. Call one of the tools to go on, e.g. bash "
                "with {\"command\": \"ls\"}; or, if the work is done, reply with a short summary of what you "
                "changed and no tool call.")
+
+
+def _kind_of(exc: Exception) -> ToolErrorKind:
+    """The error kind of a failure that stops the loop during a tool call."""
+    if isinstance(exc, SandboxUnavailable):
+        return "sandbox_unavailable"
+    return "sandbox" if isinstance(exc, SandboxError) else "harness"
 
 
 def repeat_note(times: int) -> str:

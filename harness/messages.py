@@ -15,7 +15,7 @@ from typing import Any, Literal, get_args
 Role = Literal["system", "user", "assistant"]
 
 ToolErrorKind = Literal["parsing", "unknown_tool", "validation", "path", "permission", "edit", "approval",
-                        "sandbox", "harness", "tool"]
+                        "sandbox", "sandbox_unavailable", "harness", "tool"]
 """What kind of error a tool result reports (as inspect_ai's ToolCallError does):
 
     parsing         the model's call could not be read (malformed JSON arguments)
@@ -26,6 +26,8 @@ ToolErrorKind = Literal["parsing", "unknown_tool", "validation", "path", "permis
     edit            anchor missing or ambiguous, hunk mismatch, file changed since viewed, lint refusal
     approval        a human or a policy refused an outbound action
     sandbox         the sandbox failed during the call (its channel died)
+    sandbox_unavailable  the sandbox's container stopped or vanished (OOM, killed from outside): the
+                    session ends (stop reason "sandbox_unavailable"), an infrastructure failure
     harness         the harness failed, or stopped before running the call
     tool            any other refusal or failure the tool reports (a search that cannot run, a failed push)
 

@@ -3,21 +3,24 @@
 `DockerSandbox` composes the two halves: the container's life (`sandbox/deployment/docker.py`: the
 hardening in `container_options()`, start, stop, reaping) and what runs inside it
 (`sandbox/runtime/channel.py`: exec, read, write, tar over the exec channel). The container runs
-`sleep infinity` under Docker's init; its only files are the project's, copied into a tmpfs at
-/workspace (or, with `SandboxSpec.project_from_image`, unpacked there from the image's own packed copy
-of them, which an instance image carries). Copies are checked on the host here (size, file count,
-unsafe members). An image that holds /opt/harness/overlay (files its build added to its /workspace)
-gets them copied over the project at start; the variables an image declares with ENV reach every
-command, under BASE_ENV and the spec's own.
+`cat` on its lifeline under Docker's init (it ends with the harness process: `sandbox/deployment/lifeline.py`;
+a container that stopped or vanished is `SandboxUnavailable`, with Docker's reason); its only files are
+the project's, copied into a tmpfs at /workspace (or, with `SandboxSpec.project_from_image`, unpacked
+there from the image's own packed copy of them, which an instance image carries). Copies are checked
+on the host here (size, file count, unsafe members). An image that holds /opt/harness/overlay (files
+its build added to its /workspace) gets them copied over the project at start; the variables an image
+declares with ENV reach every command, under BASE_ENV and the spec's own.
 """
 
 from __future__ import annotations
 
 import re
 import threading
+import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import docker
 
@@ -26,13 +29,14 @@ from sandbox.agent_sweep import SweepReport, end_agent_processes
 from sandbox.api import WORKDIR, ExecResult, FileData, SandboxSpec, WriteOutcome
 from sandbox.channel import Channel
 from sandbox.deployment.docker import BASE_ENV, IDLE_UID, DockerDeployment, container_options
-from sandbox.errors import ChannelClosed, SandboxError
+from sandbox.errors import ChannelClosed, SandboxError, SandboxUnavailable
 from sandbox.runtime.channel import ChannelRuntime
 
 __all__ = ["BASE_ENV", "IDLE_UID", "OVERLAY", "PROJECT_ARCHIVE_LABEL", "DockerSandbox", "container_options"]
 
 OVERLAY = "/opt/harness/overlay"
 PROJECT_ARCHIVE_LABEL = "harness.project.archive"   # an image's packed copy of the project it was built for
+T = TypeVar("T")
 
 
 class DockerSandbox:
@@ -186,10 +190,13 @@ class DockerSandbox:
         Raises:
             SandboxError: the sandbox is closed, or some process of the agent survived (then no server is
                 started and the sandbox is not used again).
+            SandboxUnavailable: the container stopped or is gone (Docker's reason said).
             ChannelError: the new server did not start.
         """
         if self.container is None or self.runtime is None:
             raise SandboxError("the sandbox is closed; start a new one")
+        if not self._still_running(settle=0):   # a dead container: no new channel, and no retry against it
+            raise SandboxUnavailable(self.deployment.death())
         self.runtime.restart()
 
     def _end_agent_processes(self) -> SweepReport:
@@ -204,6 +211,26 @@ class DockerSandbox:
             raise ChannelClosed("the exec channel is not running; call restart_channel()")
         return self.runtime
 
+    def _checked(self, call: Callable[[ChannelRuntime], T]) -> T:
+        """`call` on the live channel; a channel that closed because the container itself stopped or vanished
+        (OOM, killed from outside, the daemon restarted) is SandboxUnavailable, with Docker's reason."""
+        try:
+            return call(self._live())
+        except ChannelClosed as exc:
+            if self.container is not None and not self._still_running():
+                raise SandboxUnavailable(self.deployment.death()) from exc
+            raise
+
+    def _still_running(self, settle: float = 1.0) -> bool:
+        """Whether the container still runs, asked again for up to `settle` seconds: a killed container's
+        channel closes a moment before the daemon calls it stopped (a channel's death alone is rare)."""
+        deadline = time.monotonic() + settle
+        while self.deployment.alive():
+            if time.monotonic() > deadline:
+                return True
+            time.sleep(0.05)
+        return False
+
     # ---- commands and files ------------------------------------------------------------------
     def exec(self, command: str, timeout: float = 60.0, *, cwd: str = WORKDIR,
              env: dict[str, str] | None = None, error_pattern: str | None = None,
@@ -211,28 +238,28 @@ class DockerSandbox:
              save_over: tuple[int, int] = (0, 0)) -> ExecResult:
         """See `Sandbox.exec`. `save_over` = (bytes, lines): also save outputs larger than this (the
         caller's display budget), not only those larger than the head kept in memory."""
-        return self._live().exec(command, timeout, cwd=cwd, env=env, error_pattern=error_pattern,
-                                 save_output=save_output, head_bytes=head_bytes, tail_bytes=tail_bytes,
-                                 save_over=save_over)
+        return self._checked(lambda live: live.exec(command, timeout, cwd=cwd, env=env, error_pattern=error_pattern,
+                                                    save_output=save_output, head_bytes=head_bytes,
+                                                    tail_bytes=tail_bytes, save_over=save_over))
 
     def read_file(self, path: str, max_bytes: int | None = None) -> FileData:
         """See `Sandbox.read_file`."""
-        return self._live().read_file(path, max_bytes)
+        return self._checked(lambda live: live.read_file(path, max_bytes))
 
     def write_file(self, path: str, data: bytes, *, expect_sha256: str | None = None,
                    mode: int | None = None) -> WriteOutcome:
         """See `Sandbox.write_file`."""
-        return self._live().write_file(path, data, expect_sha256=expect_sha256, mode=mode)
+        return self._checked(lambda live: live.write_file(path, data, expect_sha256=expect_sha256, mode=mode))
 
     def copy_in(self, src: Path, dest: str = WORKDIR) -> None:
         """See `Sandbox.copy_in`."""
         data = copying.pack_directory(src, self.spec.max_copy_bytes, self.spec.max_copy_files)
-        self._live().put_tar(data, dest)
+        self._checked(lambda live: live.put_tar(data, dest))
 
     def copy_out(self, dest: Path, src: str = WORKDIR) -> list[str]:
         """See `Sandbox.copy_out`."""
         return copying.safe_extract(self._tar_of(src), dest, self.spec.max_copy_bytes, self.spec.max_copy_files)
 
     def _tar_of(self, src: str) -> bytes:
-        return self._live().get_tar(src, self.spec.max_copy_bytes, self.spec.max_copy_files,
-                                    sorted(copying.SKIP_DIRS))
+        return self._checked(lambda live: live.get_tar(src, self.spec.max_copy_bytes, self.spec.max_copy_files,
+                                                       sorted(copying.SKIP_DIRS)))

@@ -5,6 +5,8 @@
     ├── ImageError                  the sandbox image is missing or could not be built
     ├── ChannelError                the exec channel inside the container died or spoke nonsense
     │   └── ChannelClosed           the channel is gone; `Sandbox.restart_channel()` starts a new one
+    ├── SandboxUnavailable          the container itself stopped or vanished (OOM, killed from outside,
+    │                               the daemon restarted): nothing can run there again; `reason` says why
     └── CopyError                   copying files in or out was refused (unsafe path, link, size cap)
 
 Command failures are not exceptions: a command that exits non-zero or times out is an `ExecResult`.
@@ -35,3 +37,13 @@ class ChannelClosed(ChannelError):
 
 class CopyError(SandboxError):
     """A copy into or out of the sandbox was refused."""
+
+
+class SandboxUnavailable(SandboxError):
+    """The sandbox's container stopped or is gone: no command can run there again (a new sandbox can).
+
+    `reason`: what Docker says (OOMKilled, the exit code, the signal it was killed with, its last log lines)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the sandbox's container is no longer running: {reason}")
+        self.reason = reason

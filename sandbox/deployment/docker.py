@@ -11,6 +11,7 @@ import os
 import shutil
 import stat
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from sandbox.api import AGENT_UID, WORKDIR, Limits, SandboxSpec
 from sandbox.channel import Channel
 from sandbox.deployment.lifeline import UNTIED_COMMAND, Lifeline, start_tied
 from sandbox.docker_client import client_or_default
-from sandbox.errors import ImageError, SandboxError
+from sandbox.errors import ImageError, SandboxError, SandboxUnavailable
 from sandbox.reaper import links_root, owner_labels, reap
 
 # SHELL and HOME set spare every bash start a passwd lookup (nsswitch.conf, /etc/passwd: two file opens,
@@ -116,6 +117,7 @@ class DockerDeployment:
         # removed (what a benchmark compares against)
         self.tied = True
         self.lifeline: Lifeline | None = None
+        self.started_at = 0.0   # time.time() at the start, where its events begin
 
     def start(self) -> None:
         """Create and start the container; the first start in a process reaps leftovers of dead ones.
@@ -129,6 +131,7 @@ class DockerDeployment:
         if self.container is not None:
             raise SandboxError(f"sandbox {self.spec.session!r} is already started; use it, or close() it first")
         self.client = client_or_default(self.client)
+        self.started_at = time.time()
         if not _reaped_this_process:
             reap(self.client)
             _reaped_this_process = True
@@ -204,6 +207,48 @@ class DockerDeployment:
             raise SandboxError(f"the container {self.container.name} was being removed and is still there after "
                                f"30 s ({exc}); `harness sandbox reap` removes it") from exc
 
+    def death(self) -> str:
+        """What Docker says of a container that stopped or vanished: OOMKilled, its exit code, the signal a
+        kill sent, its error and the last lines of its log; "" while it runs. An auto-removed container is
+        gone: its story comes from the daemon's recent events."""
+        if self.container is None or self.client is None:
+            return "the sandbox was closed"
+        try:
+            state = self.client.api.inspect_container(self.container.id)["State"]
+        except docker.errors.NotFound:
+            return self._events_story(self.client, self.container.id) or "the container was removed"
+        if state.get("Running") and not state.get("Paused") and not state.get("Restarting"):
+            return ""
+        story = self._events_story(self.client, self.container.id)
+        said = ["OOMKilled"] if state.get("OOMKilled") and "OOMKilled" not in story else []
+        said.append(story or f"{state.get('Status', '?')}, exit code {state.get('ExitCode', '?')}")
+        if state.get("Error"):
+            said.append(f"error: {state['Error']}")
+        try:
+            logs = self.container.logs(tail=5).decode("utf-8", "replace").strip()
+        except docker.errors.APIError:
+            logs = ""   # being auto-removed (409) or removed (404) meanwhile: its log went with it
+        return "; ".join(said + ([f"last log lines: {logs}"] if logs else []))
+
+    def _events_story(self, client: docker.DockerClient, container_id: str) -> str:
+        """The container's oom, kill, die and destroy events since its start, as the daemon still holds them."""
+        seen: list[str] = []
+        try:
+            for event in client.api.events(since=int(self.started_at) - 1, until=int(time.time()) + 1,
+                                           filters={"container": container_id}, decode=True):
+                action, attributes = event.get("Action", ""), (event.get("Actor") or {}).get("Attributes") or {}
+                if action == "oom":
+                    seen.append("OOMKilled (the memory limit was hit)")
+                elif action == "kill":
+                    seen.append(f"killed from outside (signal {attributes.get('signal', '?')})")
+                elif action == "die":
+                    seen.append(f"exit code {attributes.get('exitCode', '?')}")
+                elif action == "destroy":
+                    seen.append("removed")
+        except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+            return f"(its events could not be read: {exc})"
+        return ", ".join(dict.fromkeys(seen))
+
     def alive(self) -> bool:
         """Whether the container exists and runs (asks the daemon)."""
         if self.container is None:
@@ -219,10 +264,13 @@ class DockerDeployment:
 
         Raises:
             SandboxError: the container is not started.
+            SandboxUnavailable: it stopped or is gone (Docker's reason said).
             ChannelError: the server did not start.
         """
         if self.client is None or self.container is None:
             raise SandboxError("the sandbox is closed; start a new one")
+        if not self.alive():
+            raise SandboxUnavailable(self.death())
         link = (str(self.link), LINK_DIR) if self.link is not None else None
         channel = Channel(self.client, self.container.id, f"{AGENT_UID}:{AGENT_UID}", env, link)
         if self.link_refused:

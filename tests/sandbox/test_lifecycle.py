@@ -21,7 +21,7 @@ from harness.tools.base import Observation, ToolContext
 from harness.tools.shell.bash import bash_tool
 from sandbox.api import SandboxSpec
 from sandbox.docker_sandbox import DockerSandbox
-from sandbox.errors import ChannelClosed, ImageError, SandboxError
+from sandbox.errors import ChannelClosed, ImageError, SandboxError, SandboxUnavailable
 from sandbox.reaper import reap
 from tests.sandbox.conftest import make_spec, processes
 
@@ -50,9 +50,9 @@ def test_the_bash_tool_turns_channel_death_into_an_error_observation_and_restart
     assert isinstance(again, Observation) and again.text.endswith("back") and again.details["exit_code"] == 0
 
 
-def test_a_stopped_container_is_reported_as_a_closed_channel(sandbox: DockerSandbox) -> None:
+def test_a_stopped_container_is_reported_as_unavailable_not_as_a_closed_channel(sandbox: DockerSandbox) -> None:
     sandbox.container.kill()
-    with pytest.raises(ChannelClosed):
+    with pytest.raises(SandboxUnavailable, match="killed from outside"):
         sandbox.exec("true", timeout=10)
 
 

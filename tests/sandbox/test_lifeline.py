@@ -10,6 +10,7 @@ the same kill.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -164,3 +165,16 @@ def test_the_main_process_reads_the_lifeline_and_the_agent_cannot_reach_it(sandb
         assert "Permission denied" in probe.stdout.text and "kill=1" in probe.stdout.text, probe.stdout.text
         assert box.exec("echo still", timeout=10).stdout.text == "still\n"
         assert box.deployment.alive()
+
+
+def test_the_lifeline_outlasts_garbage_collection_and_the_clients_other_requests(
+        sandbox_image: str, docker_client: docker.DockerClient) -> None:
+    with DockerSandbox(make_spec(sandbox_image)) as box:
+        assert box.deployment.lifeline is not None and box.deployment.lifeline.fileno() >= 0
+        gc.collect()
+        for _ in range(20):   # the attach's connection is never handed back to the client's pool
+            assert box._client is not None and box._client.api.containers(filters={"id": box.container.id})
+        time.sleep(1)
+        assert box.exec("echo here", timeout=10).stdout.text == "here\n" and box.deployment.alive()
+        name = box.container.name
+    assert status(docker_client, name) == "gone"

@@ -90,7 +90,8 @@ def test_a_reused_pid_an_earlier_boot_and_a_dead_pid_are_gone_owners_and_reap_re
     elsewhere = make(**{"harness.pid": "999999999", "harness.host": "another-machine"})
     older = make(**{"harness.pid": pid, "harness.pid_start": "", "harness.boot": ""})   # an older harness's labels
     removed = reap(docker_client)
-    assert {reused, rebooted, dead} <= set(removed)
+    # removed here, or a moment earlier by another harness process's first sandbox start on this machine
+    # (the same reaper, judging the same labels): what counts is which are left
     assert not {live, elsewhere, older} & set(removed)
     assert [exists(docker_client, n) for n in (live, reused, rebooted, dead, elsewhere, older)] == \
         [True, False, False, False, True, True]
