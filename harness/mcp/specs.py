@@ -7,9 +7,9 @@ from __future__ import annotations
 import dataclasses
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.config import Config
 from harness.errors import ConfigError
@@ -51,6 +51,37 @@ EXAMPLE = "--mcp time='.venv/bin/python -m mcp_server_time'"
 class ServerSpec:
     name: str
     command: tuple[str, ...]
+    trusted: bool = False     # `--mcp-trust NAME`: the operator believes its tools' read-only hints
+
+
+HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+"""The MCP tool annotations (`ToolAnnotations` of the SDK's types) a call's request records as `hints`."""
+
+
+def hint_ceiling(tool: str, args: Mapping[str, Any]) -> str | None:
+    """Why an MCP tool's call may not be approved by a policy rule (it asks a person), or None when the
+    operator's rules may approve it: only a tool marked read-only and not open-world (`openWorldHint`
+    false: the MCP default is true) and not destructive, on a server the operator trusts. Hints only ever
+    ask more: a server that is not trusted, or a tool without hints, never skips a prompt. `args` is the
+    request as it runs (`server`, `tool`, `arguments`, `hints`, `server_trusted`); tools not named
+    `mcp_*` are not MCP tools and get None."""
+    if not tool.startswith("mcp_"):
+        return None
+    hints = args.get("hints")
+    server = args.get("server")
+    if not isinstance(hints, Mapping) or all(hints.get(h) is None for h in HINTS):
+        return f"MCP tool {tool} has no annotations (readOnlyHint, destructiveHint, openWorldHint)"
+    if hints.get("destructiveHint") is True:
+        return f"MCP tool {tool} is marked destructive (destructiveHint)"
+    if hints.get("openWorldHint") is not False:
+        said = "marked" if hints.get("openWorldHint") is True else "by the MCP default, without openWorldHint: false"
+        return f"MCP tool {tool} reaches an open world ({said})"
+    if hints.get("readOnlyHint") is not True:
+        return f"MCP tool {tool} is not marked read-only (readOnlyHint)"
+    if args.get("server_trusted") is not True:
+        return (f"MCP server {server!r} is not trusted (--mcp-trust {server}), so its hints cannot skip a "
+                "prompt")
+    return None
 
 
 def parse_server(text: str, where: str = "--mcp") -> ServerSpec:
@@ -60,7 +91,7 @@ def parse_server(text: str, where: str = "--mcp") -> ServerSpec:
     return server_spec(name.strip(), command, where)
 
 
-def server_spec(name: str, command: str, where: str = "mcp.servers") -> ServerSpec:
+def server_spec(name: str, command: str, where: str = "mcp.servers", trusted: bool = False) -> ServerSpec:
     if not NAME.fullmatch(name):
         raise ConfigError(f"{where}: server name {name!r} is not a name; expected a letter then up to 31 letters, "
                           f"digits, '_' or '-', e.g. {EXAMPLE}")
@@ -71,7 +102,7 @@ def server_spec(name: str, command: str, where: str = "mcp.servers") -> ServerSp
                           f"{command!r}; e.g. {EXAMPLE}") from exc
     if not words:
         raise ConfigError(f"{where}: server {name!r} has an empty command; e.g. {EXAMPLE}")
-    return ServerSpec(name, words)
+    return ServerSpec(name, words, trusted)
 
 
 def tool_name(server: str, tool: str) -> str:
