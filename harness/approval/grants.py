@@ -299,11 +299,11 @@ def describe(rule: GrantRule) -> str:
     verb = "approve" if rule.decision == "approve" else "deny"
     if rule.tool == "http_request" and rule.decision == "approve":
         headers = json.loads(f["headers"])
-        shown = ", ".join(f"{n}: {v}" for n, v in headers) or "none"
+        shown = f"no headers beyond [{', '.join(f'{n}: {v}' for n, v in headers)}]" if headers else "no headers"
         query = f"?{f['query']} exactly" if f["query"] else "no query"
         cred = f", operator credential {f['credential']}" if f["credential"] else ", no operator credential"
-        return (f"{verb} http_request {f['method']} {f['origin']}{f['path']}** ({query}; no body; no headers "
-                f"beyond [{shown}]{cred}; no userinfo, dot segments or encoded separators)")
+        return (f"{verb} http_request {f['method']} {f['origin']}{f['path']}** ({query}; no body; {shown}{cred}; "
+                "no userinfo, dot segments or encoded separators)")
     if rule.tool == "http_request":
         return f"{verb} http_request of any method to {f['origin']}{f['path']}** (any path, header, body)"
     if rule.tool == "pip_download" and rule.decision == "approve":
