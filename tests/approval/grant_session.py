@@ -125,3 +125,29 @@ def mix_calls(docs: CountingServer, guide: CountingServer, api: CountingServer) 
                                        "body": "tests pass", "key": "notify"}))
     calls.insert(30, ("git_push", {"remote": "origin", "branch": "main", "key": "push"}))
     return calls
+
+
+@dataclass
+class MixRun:
+    """One run of the measured session: who was asked, the observations, the queue it left."""
+
+    human: ScriptedHuman
+    results: list[str]
+    queue: ApprovalQueue
+
+
+def run_mix(state: Path, box: Any, answer: Answer, docs: CountingServer, guide: CountingServer,
+            api: CountingServer, index: CountingServer, remote: Path) -> MixRun:
+    """The 40 calls of `mix_calls`, in one run (one key scope), with `answer` at the prompt."""
+    human = ScriptedHuman(answer)
+    tools, ctx, gate = session(state, human, box, scope=f"run:{state}", pip_index_url=index.url("/simple"),
+                               git_remotes={"origin": str(remote)})
+    results = [call(tools, ctx, tool, **args) for tool, args in mix_calls(docs, guide, api)]
+    return MixRun(human, results, gate.queue)
+
+
+def prepare_workspace(box: Any) -> None:
+    """A git repository with one commit in the sandbox's /workspace, for the session's one push."""
+    made = box.exec("git init -q -b main && echo fixed > fix.txt && git add fix.txt && git -c user.name=agent "
+                    "-c user.email=agent@sandbox commit -qm 'fix the counter'")
+    assert made.ok, made.stderr.text

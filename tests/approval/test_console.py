@@ -66,7 +66,8 @@ def test_a_forged_prompt_in_the_payload_stays_inside_the_gutter(tmp_path: Path, 
         lines = screen.replace("\r", "").split("\n")
         ours = [ln for ln in lines if ln.startswith("Approve outbound")]
         assert len(ours) == 1 and re.fullmatch(
-            re.escape(f"{PROMPT} {CHOICES}or decide elsewhere: harness approvals approve 1 --hash ") + "[0-9a-f]{64}\\): ",
+            re.escape(f"{PROMPT} {CHOICES}or decide elsewhere: harness approvals approve 1 --hash ")
+            + "[0-9a-f]{64}\\): ",
             ours[0]), ours
         assert f"│   {PROMPT} (or decide elsewhere): " in lines
         term.type("maybe")                       # positive control of the parser: asks again

@@ -158,7 +158,8 @@ def test_a_grant_is_for_its_run_and_ends_when_revoked(tmp_path: Path,
 
 def test_a_request_approved_by_a_grant_revoked_before_its_claim_does_not_run(tmp_path: Path) -> None:
     queue = ApprovalQueue(tmp_path)
-    args: dict[str, Any] = {"method": "GET", "url": "http://127.0.0.1:9/docs/a", "headers": {}, "body": None, "credential": None}
+    args: dict[str, Any] = {"method": "GET", "url": "http://127.0.0.1:9/docs/a", "headers": {}, "body": None,
+                            "credential": None}
     first, _ = queue.submit(session="s", scope="run:x", tool="http_request", key="a", call_args={"k": 1}, args=args,
                             preview="p")
     queue.decide_with_grant(first.id, True, "me", seen_hash=first.request_hash, scope_kind="run",
