@@ -226,7 +226,7 @@ def test_a_folder_outside_git_is_patched_and_refuses_branch(tmp_path: Path, caps
     assert snapshot(folder) == {"cart.py": FIXED.encode(), "caf\u00e9.py": b"A = 2\n", "other.txt": b"keep\n"}
 
 
-def test_a_binary_change_is_applied(tmp_path: Path, checkout: Path) -> None:
+def test_a_binary_change_is_applied_when_allowed(tmp_path: Path, checkout: Path) -> None:
     run = make_run(tmp_path, checkout, {"shop/cart.py": FIXED})
     edited = tmp_path / "run-edited" / "logo.bin"
     edited.write_bytes(bytes(reversed(range(256))))
@@ -236,7 +236,8 @@ def test_a_binary_change_is_applied(tmp_path: Path, checkout: Path) -> None:
     base = json.loads((run / "base.json").read_text())
     base["files"]["logo.bin"] = hashlib.sha256(bytes(range(256))).hexdigest()
     (run / "base.json").write_text(json.dumps(base))
-    assert main(["apply", str(run), "--yes"]) == 0
+    assert main(["apply", str(run), "--yes"]) == 1                        # test_apply_binary: refused unless allowed
+    assert main(["apply", str(run), "--yes", "--allow-binary"]) == 0
     assert (checkout / "logo.bin").read_bytes() == bytes(reversed(range(256)))
 
 

@@ -25,11 +25,14 @@ from harness.core.apply import (
     PatchConflict,
     RunRecord,
     apply_to_tree,
+    binary_files,
     check_branch,
     commit_to_branch,
+    describe_binary,
     load_run,
     require_unchanged,
 )
+from harness.core.binary_patch import shown_patch
 from sandbox.text import escape_unsafe
 
 
@@ -46,6 +49,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--branch", metavar="NAME", help="commit the patch on a new branch NAME on top of the commit the "
                                                     "run started from; your files and index are not touched")
     p.add_argument("--json", action="store_true", help="print the outcome as JSON (the diff goes to stderr)")
+    p.add_argument("--allow-binary", action="store_true",
+                   help="apply a patch that changes files git treats as binary (refused by default: their diff is "
+                        "encoded data); each is shown first as text, every unsafe byte escaped")
     p.set_defaults(func=_apply)
 
 
@@ -60,14 +66,21 @@ def _apply(args: argparse.Namespace) -> int:
         return 0
     print_safe(sys.stderr if args.json else sys.stdout, _target_line(run))
     try:
-        if args.branch is not None:
-            check_branch(run, args.branch)
-        else:
+        head = check_branch(run, args.branch) if args.branch is not None else None
+        if head is None:
             require_unchanged(run)   # said before the diff is shown; checked again right before writing
-        show_diff(run.patch, sys.stderr if args.json else sys.stdout)
+        shown = _binary_shown(run, head, args.allow_binary)
+        show_diff(shown_patch(run.patch, "below") if shown else run.patch, sys.stderr if args.json else sys.stdout)
+        for line in shown:
+            print_safe(sys.stderr if args.json else sys.stdout, line)
         if not _confirmed(run, args.yes):
             return EXIT_FAILED
         done = commit_to_branch(run, args.branch) if args.branch is not None else apply_to_tree(run)
+    except BinaryRefused as exc:
+        if args.json:
+            print(json.dumps({"applied": False, "repo": str(run.repo), "error": str(exc)}, indent=2))
+        print_safe(sys.stderr, f"harness apply: {exc}")
+        return EXIT_FAILED
     except PatchConflict as exc:
         if args.json:
             print(json.dumps({"applied": False, "repo": str(run.repo), "error": str(exc),
@@ -79,6 +92,27 @@ def _apply(args: argparse.Namespace) -> int:
     else:
         _summary(done)
     return 0
+
+
+class BinaryRefused(Exception):
+    """The patch changes files git treats as binary and --allow-binary was not given."""
+
+
+def _binary_shown(run: RunRecord, head: str | None, allowed: bool) -> list[str]:
+    """The lines that show the patch's binary changes as escaped text ([] when it has none).
+
+    Raises:
+        BinaryRefused: it has some and `allowed` is false.
+    """
+    changes = binary_files(run)
+    if not changes:
+        return []
+    if not allowed:
+        names = ", ".join(escape_unsafe(c.path) for c in changes)
+        raise BinaryRefused(f"not applied: the patch changes {len(changes)} file(s) that git treats as binary "
+                            f"({names}); their diff is encoded data you cannot review. To see each as text (every "
+                            f"unsafe byte escaped) and then decide: harness apply {run.run_dir} --allow-binary")
+    return describe_binary(run, changes, head or run.head)
 
 
 def _target_line(run: RunRecord) -> str:
