@@ -140,6 +140,16 @@ def stat_key(info: os.stat_result) -> StatKey:
     return f"{info.st_dev}:{info.st_ino}:{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}"
 
 
+def prepare() -> None:
+    """Load (and, the first time after an install, compile into the cache folder) the rules now, so the
+    first `harness run --repo` does not wait for it (scripts/install calls this).
+
+    Raises:
+        TaskError: the scanner cannot load its rules.
+    """
+    _STATE.scanner_now()
+
+
 def expect(key: StatKey) -> None:
     """Say that a file with this key will be scanned: the rules start loading if it has no verdict."""
     if key not in _STATE.known():
