@@ -2,7 +2,9 @@
 
 Exit codes: 0 every instance was evaluated (resolved or not); 2 bad input; 3 some instance hit an
 infrastructure error (its image did not build, Docker or the model API failed), listed in
-report.json as error_ids; 130 interrupted (containers removed; continue with --resume).
+report.json as error_ids, or preflight found the environment unable to run it (Docker, the model's
+server, disk; `harness.evaluation.preflight`); 130 stopped by Ctrl-C or SIGTERM (the first lets the
+running instances finish, the second cancels them; no container is left; continue with --resume).
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from harness.config import Config, Secrets, load
 from harness.core.sources import DEFAULT_URL_TEMPLATE
 from harness.core.task import Task, find_task_dirs, load_task
 from harness.errors import ConfigError
-from harness.evaluation.instances import Prediction, load_instances, load_predictions
+from harness.evaluation.instances import Prediction, load_instances, load_predictions, read_jsonl
 from harness.evaluation.options import EvalOptions
+from harness.evaluation.preflight import DEFAULT_RESERVE_GIB, check_repo_urls, raise_problems, run_preflight
 from harness.evaluation.progress import LineEvents, LiveEvents, repository_summary, summary_table
 from harness.evaluation.ray_backend import check_address, import_ray
 from harness.evaluation.runner import run_evaluation
@@ -77,6 +80,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="let requirements and their dependencies be given as URLs of wheel files (`name @ "
                         "https://.../name-1.0-py3-none-any.whl`), fetched by the host without approval; "
                         "default: only versions from the package index")
+    p.add_argument("--disk-reserve", type=float, default=DEFAULT_RESERVE_GIB, metavar="GIB",
+                   help="disk to keep free in Docker's data root beyond the estimate of the environments to build "
+                        f"(default {DEFAULT_RESERVE_GIB:g}); the run is refused before any work when it does not fit")
+    p.add_argument("--skip-disk-check", action="store_true",
+                   help="do not compare the estimate of the environments to build with Docker's free disk")
     p.add_argument("--json", action="store_true", help="print report.json instead of the summary table")
     add_session_options(p)
     p.set_defaults(func=_run)
@@ -89,23 +97,34 @@ def _run(args: argparse.Namespace) -> int:
     config = apply_options(config, args)
     if args.timeout is not None:
         config = config.replace(loop=dataclasses.replace(config.loop, max_wall_seconds=args.timeout))
+    if args.instances and args.repos is None:      # before anything is cloned from it
+        raise_problems(check_repo_urls(_instance_repos(args), args.repo_url))
     tasks = _tasks(args)
     predictions = _predictions(args, tasks)
-    if predictions is None:
-        start_servers(config, say=stderr_progress())   # --mcp servers started now: a broken one fails here
     if predictions is None and not args.model:
         raise ConfigError("harness eval needs --model SPEC (e.g. --model gold, --model anthropic:MODEL) or "
                           "--predictions FILE")
-    out = args.out or _default_out(args)
     if args.resume and args.out is None:
         raise ConfigError("--resume needs --out DIR: the folder of the evaluation to continue")
+    run_preflight([t for t in tasks if predictions is None or t.id in predictions],
+                  None if predictions is not None else args.model, config, secrets, workers=args.workers,
+                  reserve_gib=args.disk_reserve, check_disk=not args.skip_disk_check)
+    if predictions is None:
+        start_servers(config, say=stderr_progress())   # --mcp servers started now: a broken one fails here
+    out = args.out or _default_out(args)
     options = EvalOptions(out_dir=out, model=None if predictions is not None else args.model,
                           workers=args.workers, resume=args.resume, grade_runs=args.grade_runs,
                           test_timeout=args.test_timeout, labels=_labels(args.label), backend=args.backend,
                           ray_address=args.ray_address, allow_direct_references=args.allow_direct_references,
                           pool=args.pool)
     record_output(config.approval.state_dir, out)      # so `harness web` finds it wherever it is
-    report = _evaluate(tasks, options, config, secrets, predictions, quiet=args.json)
+    try:
+        report = _evaluate(tasks, options, config, secrets, predictions, quiet=args.json)
+    except KeyboardInterrupt:
+        again = "again" if args.resume else f"with --resume --out {out}"
+        print_safe(sys.stderr, f"harness eval: stopped; the finished instances are kept in {out}/ (report.json "
+                               f"counts them, the others as incomplete); to continue, run the same command {again}")
+        raise
     _print(report, out, args.json)
     return EXIT_INFRA if report["error_instances"] else 0
 
@@ -124,6 +143,9 @@ def _check_numbers(args: argparse.Namespace) -> None:
         if getattr(args, name) < 1:
             flag = "--" + name.replace("_", "-")
             raise ConfigError(f"{flag} must be at least 1, got {getattr(args, name)}; e.g. {flag} 2")
+    if not args.disk_reserve >= 0:
+        raise ConfigError(f"--disk-reserve {args.disk_reserve} is not a size in GiB; expected 0 or more, e.g. "
+                          "--disk-reserve 2")
     if not 0 <= args.pool <= 16:
         raise ConfigError(f"--pool {args.pool} is not a count of sandboxes to start ahead; expected 0 to 16, "
                           "e.g. --pool 1")
@@ -154,6 +176,14 @@ def _tasks(args: argparse.Namespace) -> list[Task]:
     if not tasks:
         raise ConfigError("no tasks to evaluate; pass task directories (e.g. tasks/) or --instances FILE")
     return tasks
+
+
+def _instance_repos(args: argparse.Namespace) -> list[str]:
+    """The `repo` of each selected row of --instances (checked later, with the whole row)."""
+    wanted = set(args.instance_ids or ())
+    return [str(r["repo"]) for r in read_jsonl(args.instances, "instances")
+            if isinstance(r.get("repo"), str) and r.get("base_commit")
+            and (not wanted or r.get("instance_id") in wanted)]
 
 
 def _predictions(args: argparse.Namespace, tasks: list[Task]) -> dict[str, Prediction] | None:

@@ -57,18 +57,21 @@ def read_jsonl(path: Path, what: str) -> list[dict[str, Any]]:
         except json.JSONDecodeError as exc:
             raise TaskError(f"{path} is not valid JSON: {exc}") from exc
         return [dict(r) for r in rows]
-    rows = []
+    rows, problems = [], []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise TaskError(f"{path}:{number} is not a JSON object ({exc}); each line of a {what} file "
-                            f"is one object") from exc
+            problems.append(f"{path}:{number} is not a JSON object ({exc}); each line of a {what} file is one object")
+            continue
         if not isinstance(row, dict):
-            raise TaskError(f"{path}:{number} is {type(row).__name__}, expected a JSON object")
+            problems.append(f"{path}:{number} is {type(row).__name__}, expected a JSON object")
+            continue
         rows.append(row)
+    if problems:      # every bad line at once, so the file is fixed in one go
+        raise TaskError(f"{len(problems)} bad line(s) in {path}:\n  - " + "\n  - ".join(problems))
     return rows
 
 
@@ -148,7 +151,15 @@ def load_instances(path: Path, repos: Path | None, ids: Iterable[str] | None = N
         metas.append((row, meta, spec))
     if problems:
         raise TaskError("invalid instances:\n  - " + "\n  - ".join(problems))
-    return [_instance_task(row, meta, spec, repos, url_template, progress) for row, meta, spec in metas]
+    tasks, missing = [], []
+    for row, meta, spec in metas:     # every instance without a source is named, not the first only
+        try:
+            tasks.append(_instance_task(row, meta, spec, repos, url_template, progress))
+        except TaskError as exc:
+            missing.append(str(exc))
+    if missing:
+        raise TaskError(f"{len(missing)} instance(s) have no source:\n  - " + "\n  - ".join(missing))
+    return tasks
 
 
 def _completed(row: dict[str, Any], where: str) -> tuple[dict[str, Any], Spec | None, list[str]]:
