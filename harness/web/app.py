@@ -35,6 +35,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from harness.approval.grants import NotGrantable, derive
 from harness.approval.queue import ApprovalQueue
 from harness.approval.records import Request as ApprovalRequest
 from harness.approval.records import UnknownRequest
@@ -154,8 +155,40 @@ def request_view(r: ApprovalRequest) -> dict[str, Any]:
     return {"id": r.id, "tool": safe_ident(r.tool), "key": safe_ident(r.key), "session": safe_ident(r.session),
             "status": safe_ident(r.shown_status), "preview": safe_text(r.preview), "hash": safe_ident(r.request_hash),
             "created_at": r.created_at, "decided_at": r.decided_at, "decided_by": safe_text(r.decided_by or ""),
-            "reason": safe_text(r.reason or ""), "rule": safe_text(r.rule or ""),
+            "reason": safe_text(r.reason or ""), "rule": safe_text(r.rule or ""), "grant_id": r.grant_id,
             "result": None if result is None else safe_text(result)}
+
+
+def grant_choices(r: ApprovalRequest) -> dict[str, str | None]:
+    """The rules a grant made from this pending request would have (escaped), or why none can be made."""
+    out: dict[str, str | None] = {}
+    for decision in ("approve", "deny"):
+        try:
+            out[decision] = safe_ident(derive(r.tool, r.args, decision).text())
+            out[f"{decision}_why"] = None
+        except NotGrantable as exc:
+            out[decision], out[f"{decision}_why"] = None, safe_text(exc.why)
+    return out
+
+
+def pending_view(r: ApprovalRequest) -> dict[str, Any]:
+    return {**request_view(r), "grant": grant_choices(r)}
+
+
+GRANT_SCOPES = ("run", "session")
+DECISION_EXAMPLE = '{"id": 3, "decision": "approve", "reason": "", "hash": "...", "grant": "run", "rule": "..."}'
+
+
+def _grant(queue: ApprovalQueue, request_id: int, approve: bool, who: str, reason: str, seen: str, scope: str,
+           shown: str) -> ApprovalRequest:
+    """Decide and make the grant whose rule the page showed (`shown`, as escaped for the page): a rule that
+    differs from what the request derives now is refused, nothing decided."""
+    rule = queue.derive_grant(request_id, approve)
+    if safe_ident(rule.text()) != shown:
+        raise ApprovalError(f"request #{request_id}: the grant's rule is not the one the page showed; reload and "
+                            "look at it again; nothing was decided")
+    return queue.decide_with_grant(request_id, approve, who, seen_hash=seen, shown_rule=rule,
+                                   scope_kind="run" if scope == "run" else "session", reason=reason)[0]
 
 
 def make_app(console: Console) -> Starlette:
@@ -185,7 +218,7 @@ def make_app(console: Console) -> Starlette:
         with console.lock:
             q = queue()
             return {"version": q.version(),
-                    "pending": [request_view(r) for r in reversed(q.requests(("pending",)))],
+                    "pending": [pending_view(r) for r in reversed(q.requests(("pending",)))],
                     "history": [request_view(r) for r in q.requests() if r.status != "pending"][:100]}
 
     async def decide(request: Request) -> Response:
@@ -193,19 +226,23 @@ def make_app(console: Console) -> Starlette:
         async for chunk in request.stream():                 # read up to the cap, never the whole body
             raw += chunk
             if len(raw) > DECISION_CAP:
-                return _error(413, f"a decision body is at most {DECISION_CAP:,} bytes; expected "
-                                   '{"id": 3, "decision": "approve", "reason": "", "hash": "..."}')
+                return _error(413, f"a decision body is at most {DECISION_CAP:,} bytes; expected {DECISION_EXAMPLE}")
         try:
             body = parse_json(raw, "the decision body")
             approve = {"approve": True, "deny": False}[body["decision"]]
             request_id, reason, seen = int(body["id"]), str(body.get("reason", ""))[:2000], str(body["hash"])
+            scope = body.get("grant")
+            if scope is not None and scope not in GRANT_SCOPES:
+                raise ValueError(f"grant {str(scope)[:40]!r} is not one of {list(GRANT_SCOPES)}")
         except (Damaged, ValueError, KeyError, TypeError) as exc:
-            return _error(400, f"bad decision body ({safe_text(str(exc))[:300]}); expected "
-                               '{"id": 3, "decision": "approve", "reason": "", "hash": "..."}')
+            return _error(400, f"bad decision body ({safe_text(str(exc))[:300]}); expected {DECISION_EXAMPLE}")
         who = f"web:{request.client.host if request.client else '?'}"
         try:
             with console.lock:
-                decided = queue().decide(request_id, approve, who, reason, seen_hash=seen)
+                if scope is None:
+                    decided = queue().decide(request_id, approve, who, reason, seen_hash=seen)
+                else:
+                    decided = _grant(queue(), request_id, approve, who, reason, seen, scope, str(body.get("rule", "")))
         except UnknownRequest as exc:
             return _error(404, str(exc))
         except ApprovalError as exc:

@@ -16,7 +16,7 @@ import pytest
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from tests.approval.helpers import REPO, CountingServer, finish_call, start_call
 
@@ -149,3 +149,27 @@ def test_a_hostile_key_and_body_show_as_text_and_a_stale_hash_is_refused(
         assert '<script>window.pwned=1</script><img src=x onerror="window.pwned=2">\\x1b[2J' in row.text
         assert row.find_elements(By.TAG_NAME, "script") == [] and row.find_elements(By.TAG_NAME, "img") == []
         assert server.count() == 0
+
+
+def test_a_grant_from_the_page_shows_its_rule_first_and_decides_the_next_request(
+        tmp_path: Path, page_url: str, browser: webdriver.Chrome) -> None:
+    browser.get(page_url)
+    with CountingServer() as server:
+        proc = start_call(tmp_path, server.url("/docs/<b>3<b>/a.html"), "web-g1", method="GET")
+        card = _card(browser, 1)
+        assert not card.find_element(By.CSS_SELECTOR, "[data-role=grant-rules]").is_displayed()
+        Select(card.find_element(By.CSS_SELECTOR, "[data-role=scope]")).select_by_value("run")
+        rule = card.find_element(By.CSS_SELECTOR, "[data-role=grant-approve]").text
+        assert rule.startswith(f"approve: approve http_request GET http://127.0.0.1:{server.port}/docs/<b>3<b>/** (no "
+                               "query; no body; no headers")
+        assert card.find_elements(By.TAG_NAME, "b") == []                 # the path's markup stays text
+        button = card.find_element(By.CSS_SELECTOR, "[data-role=approve]")
+        assert button.text == "Approve #1 and grant the rule shown"
+        button.click()
+        assert "hit 1 GET" in str(finish_call(proc)["text"])
+        later = finish_call(start_call(tmp_path, server.url("/docs/<b>3<b>/b.html"), "web-g2", method="GET"))
+        assert "hit 2 GET /docs/<b>3<b>/b.html" in str(later["text"])            # no click: the grant decided it
+        row = WebDriverWait(browser, 15, ignored_exceptions=(StaleElementReferenceException,)).until(
+            lambda b: (lambda r: r.text if r.get_attribute("data-status") == "done" else None)(
+                b.find_element(By.ID, "history-2")))
+        assert "approved by grant G1" in row and server.count() == 2

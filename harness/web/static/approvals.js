@@ -36,18 +36,52 @@ export function approvalsView(main) {
             .map(h => el("th", {text: h})))),
           body)));
 
-  async function decide(request, decision, reasonInput, errorLine) {
+  async function decide(request, decision, reasonInput, errorLine, scopeSelect) {
     errorLine.textContent = "";
-    const {ok, data} = await postJSON("/api/decide",
-      {id: request.id, decision, reason: reasonInput.value, hash: request.hash});
+    const payload = {id: request.id, decision, reason: reasonInput.value, hash: request.hash};
+    if (scopeSelect.value !== "once") {
+      const rule = request.grant[decision];
+      if (rule === null) { errorLine.textContent = request.grant[decision + "_why"]; return; }
+      payload.grant = scopeSelect.value;
+      payload.rule = rule;                               // the rule shown; the server derives it again
+    }
+    const {ok, data} = await postJSON("/api/decide", payload);
     if (!ok) { errorLine.textContent = data.error; return; }
     await refresh().catch(err => setStatus(String(err.message || err), true));
+  }
+
+  // The scope of a decision: this request only, or a grant whose derived rule is shown (as text) before
+  // the button that makes it is pressed.
+  function scopeChoice(request, approveButton, denyButton) {
+    const rules = el("div", {class: "grant-rules", "data-role": "grant-rules", hidden: true},
+      el("div", {class: "preview-label", text: "a grant decides later requests this rule covers, without asking:"}),
+      el("pre", {class: "grant-rule", "data-role": "grant-approve",
+                 text: "approve: " + (request.grant.approve || "no grant possible: " + request.grant.approve_why)}),
+      el("pre", {class: "grant-rule", "data-role": "grant-deny",
+                 text: "deny: " + (request.grant.deny || "no grant possible: " + request.grant.deny_why)}));
+    const select = el("select", {"data-role": "scope"},
+      el("option", {value: "once", text: "this request only"}),
+      el("option", {value: "run", text: "and a grant for this run"}),
+      el("option", {value: "session", text: "and a grant for this session"}));
+    select.addEventListener("change", () => {
+      const grant = select.value !== "once";
+      rules.hidden = !grant;
+      approveButton.textContent = "Approve #" + request.id + (grant ? " and grant the rule shown" : "");
+      denyButton.textContent = "Deny #" + request.id + (grant ? " and deny by the rule shown" : "");
+      approveButton.disabled = grant && request.grant.approve === null;
+    });
+    return {select, rules};
   }
 
   function card(request) {
     const reason = el("input", {type: "text", "data-role": "reason",
                                 placeholder: "reason (optional; a denial's reason is passed to the model)"});
     const errorLine = el("div", {class: "error-line"});
+    const approveButton = el("button", {class: "approve", "data-role": "approve", text: "Approve #" + request.id});
+    const denyButton = el("button", {class: "deny", "data-role": "deny", text: "Deny #" + request.id});
+    const scope = scopeChoice(request, approveButton, denyButton);
+    approveButton.addEventListener("click", () => decide(request, "approve", reason, errorLine, scope.select));
+    denyButton.addEventListener("click", () => decide(request, "deny", reason, errorLine, scope.select));
     return el("article", {class: "request", id: "request-" + request.id, "data-id": String(request.id)},
       el("h3", {text: "#" + request.id + "  " + request.tool}),
       el("div", {class: "meta", text: "session " + request.session + " · key " + request.key + " · asked " +
@@ -55,11 +89,8 @@ export function approvalsView(main) {
       el("div", {class: "preview-frame"},
          el("div", {class: "preview-label", text: "what will run if you approve (written by the model)"}),
          el("pre", {class: "preview", text: request.preview})),
-      el("div", {class: "actions"}, reason,
-         el("button", {class: "approve", "data-role": "approve", text: "Approve #" + request.id,
-                       onclick: () => decide(request, "approve", reason, errorLine)}),
-         el("button", {class: "deny", "data-role": "deny", text: "Deny #" + request.id,
-                       onclick: () => decide(request, "deny", reason, errorLine)})),
+      el("div", {class: "actions"}, reason, scope.select, approveButton, denyButton),
+      scope.rules,
       errorLine);
   }
 
@@ -74,7 +105,9 @@ export function approvalsView(main) {
     body.replaceChildren(...state.history.map(r => el("tr", {id: "history-" + r.id, "data-status": r.status},
       el("td", {text: String(r.id)}), el("td", {text: r.tool}), el("td", {text: r.key}),
       el("td", {class: "status-cell", text: r.status}),
-      el("td", {text: r.decided_by + " " + when(r.decided_at)}),
+      el("td", {"data-role": "decided-by", text: (r.grant_id === null ? r.decided_by
+                                                   : (r.status === "denied" ? "denied" : "approved") +
+                                                     " by grant G" + r.grant_id) + " " + when(r.decided_at)}),
       el("td", {text: r.reason + (r.rule ? " (rule " + r.rule + ")" : "")}),
       el("td", {}, el("pre", {text: r.result === null ? "" : r.result})))));
   }
