@@ -14,6 +14,10 @@ covers exactly what will run (the resolved arguments and the preview the human r
 decision from a human names the hash of what they were shown and is refused if it differs, and only
 a request whose stored arguments still hash to the approved value can be claimed for execution.
 
+Grants (`harness.approval.grants`) live in the same database, so a request is decided by a grant in
+one transaction with the grant's state: a revoked grant decides nothing after its revocation commits.
+(Over 400 lines: every statement that writes the database is here, next to the transactions.)
+
 The state folder is created 0700 and the database files 0600: they hold what the model sent.
 """
 
