@@ -6,14 +6,18 @@ only the pristine base tree and does everything there:
 
 1. record the base version of the files the test patch touches in a git baseline whose GIT_DIR is
    outside /workspace (only those: hashing a django-sized tree would cost seconds per run);
-2. apply the model patch as SWE-bench does (`git apply`, then `patch --fuzz=5` after its dry run
-   passed); one that does not apply is reported as such, with what git/patch said (a half-applied
-   tree only ever exists in that throwaway container);
+2. apply the model patch as SWE-bench 5.0 does (`harness.patching`: `git apply --verbose`, `--3way`,
+   `--reject`, `patch --batch --forward --fuzz=5`, the tree put back between them, then
+   `git apply --check --reverse`); one that does not apply is reported as such, with what each command
+   said, and the command that applied it is recorded (a half-applied tree only ever exists in that
+   throwaway container);
 3. put back the base version of every file the test patch touches, removing any link or file the
    model put in the way (SWE-bench's `git checkout <base> -- <test files>`), so a model that edited
    the tests cannot block or bend them, and apply the test patch (a test patch that does not apply
    is a `TaskDefect`);
-4. run `test_cmd` with its output in a file, parse the per-test results, judge FAIL_TO_PASS /
+4. run `test_cmd` with its output in a file and its exit status from Docker (never from the output),
+   parse the per-test results, reject a log that does not describe a run of the suite
+   (`testlog.guard`: no runner summary, an exit status the log contradicts), judge FAIL_TO_PASS /
    PASS_TO_PASS.
 
 With `runs` > 1 every run repeats all steps in a new sandbox, and an instance whose verdicts differ is
@@ -28,11 +32,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.core.sources import GIT_IDENTITY, PatchOutcome, patched_files
+from harness.core.sources import GIT_IDENTITY, patched_files
 from harness.core.task import Task
 from harness.evaluation.log_parsers import parse_log
-from harness.evaluation.testlog import TestsVerdict, judge
-from harness.patching import STAGE_DIR, apply_in_sandbox
+from harness.evaluation.testlog import Rejection, TestsVerdict, guard, judge
+from harness.patching import STAGE_DIR, ChainOutcome, apply_in_sandbox
 from sandbox.api import WORKDIR, Limits, Sandbox, SandboxSpec
 from sandbox.errors import SandboxError
 from sandbox.pool import SandboxPool, open_sandbox
@@ -98,6 +102,11 @@ class TestRun:
     status: dict[str, str]
     verdict: TestsVerdict
     output: str
+    rejected: Rejection | None = None    # the log does not describe a run of the suite (`testlog.guard`)
+
+    @property
+    def resolved(self) -> bool:
+        return self.verdict.resolved and not self.timed_out and self.rejected is None
 
 
 @dataclass
@@ -106,15 +115,20 @@ class Grade:
     patch_applied: bool = False
     patch_output: str = ""
     runs: list[TestRun] = field(default_factory=list)
+    patch_command: str | None = None     # the command of the chain that applied the patch
 
     @property
     def resolved(self) -> bool:
-        return self.patch_applied and bool(self.runs) and all(r.verdict.resolved and not r.timed_out
-                                                              for r in self.runs)
+        return self.patch_applied and bool(self.runs) and all(r.resolved for r in self.runs)
+
+    @property
+    def rejected(self) -> Rejection | None:
+        """The first run's rejection, if any run's log was rejected."""
+        return next((r.rejected for r in self.runs if r.rejected is not None), None)
 
     @property
     def flaky(self) -> bool:
-        return len({(r.verdict.resolved, r.timed_out) for r in self.runs}) > 1
+        return len({(r.verdict.resolved, r.timed_out, r.rejected is None) for r in self.runs}) > 1
 
     @property
     def test_seconds(self) -> float:
@@ -123,11 +137,14 @@ class Grade:
     def report(self, instance_id: str) -> dict[str, Any]:
         """SWE-bench's per-instance report.json shape, plus our grading details."""
         entry: dict[str, Any] = {"patch_is_None": not self.patch_exists, "patch_exists": self.patch_exists,
-                                 "patch_successfully_applied": self.patch_applied, "resolved": self.resolved}
+                                 "patch_successfully_applied": self.patch_applied, "resolved": self.resolved,
+                                 "patch_applied_with": self.patch_command}
         if self.runs:
             entry["tests_status"] = self.runs[0].verdict.to_dict()
-            entry["runs"] = [{"resolved": r.verdict.resolved, "exit_code": r.exit_code, "timed_out": r.timed_out,
-                              "duration": round(r.duration, 3)} for r in self.runs]
+            entry["tests_rejected"] = self.rejected.to_dict() if self.rejected is not None else None
+            entry["runs"] = [{"resolved": r.resolved, "exit_code": r.exit_code, "timed_out": r.timed_out,
+                              "duration": round(r.duration, 3),
+                              "rejected": r.rejected.reason if r.rejected is not None else None} for r in self.runs]
             entry["flaky"] = self.flaky
         return {instance_id: entry}
 
@@ -147,6 +164,7 @@ def grade_patch(task: Task, model_patch: str | None, image: str, *, runs: int = 
             outcome = prepare_tree(box, task, model_patch or "")
             if number == 0:
                 grade.patch_output, grade.patch_applied = outcome.output, outcome.applied
+                grade.patch_command = outcome.command
             if not outcome.applied:
                 return grade
             grade.runs.append(run_graded_tests(box, task, timeout))
@@ -164,7 +182,7 @@ def grading_spec(task: Task, image: str, labels: dict[str, str] | None = None) -
                        project_from_image=task.environment is not None)
 
 
-def prepare_tree(box: Sandbox, task: Task, model_patch: str) -> PatchOutcome:
+def prepare_tree(box: Sandbox, task: Task, model_patch: str) -> ChainOutcome:
     """Turn the base tree in `box` into base + model patch + base tests + test patch.
 
     Returns the model patch's outcome; when it did not apply, the tree is left as it is.
@@ -209,5 +227,7 @@ def run_graded_tests(box: Sandbox, task: Task, timeout: float) -> TestRun:
     except FileNotFoundError:
         output = result.stdout.text + result.stderr.text
     status = parse_log(task.log_parser, output)
+    rejected = None if result.timed_out else guard(task.log_parser, output, status, result.exit_code)
     return TestRun(exit_code=result.exit_code, duration=result.duration, timed_out=result.timed_out,
-                   status=status, verdict=judge(status, task.fail_to_pass, task.pass_to_pass), output=output)
+                   status=status, verdict=judge(status, task.fail_to_pass, task.pass_to_pass), output=output,
+                   rejected=rejected)

@@ -40,7 +40,7 @@ from types import MappingProxyType
 
 from harness.errors import TaskError
 
-__all__ = ["PARSERS", "Parser", "TestStatus", "UnknownParserError", "parse_log"]
+__all__ = ["PARSERS", "Parser", "TestStatus", "UnknownParserError", "parse_log", "runner_summary"]
 
 
 class TestStatus(enum.StrEnum):
@@ -255,6 +255,53 @@ def _django_line(line: str, results: dict[str, str]) -> None:
             results[words[1]] = status.value
 
 
+# The line each runner prints once it has run the suite, with a count that is not zero (a run of no
+# test is no sign the suite ran): pytest's ``N passed, M failed in 1.2s`` (``in 1.2 seconds`` before
+# pytest 5), django's ``Ran N tests in 0.2s``, sympy's ``tests finished: N passed, ...``.
+_PYTEST_SUMMARY = re.compile(r"^=*[ ]*((?:\d+ [a-z]+, )*\d+ [a-z]+) in \d+(?:\.\d+)?(?:s| seconds)\b", re.MULTILINE)
+_PYTEST_COUNTED = frozenset({"passed", "failed", "error", "errors", "skipped", "xfailed", "xpassed"})
+_DJANGO_SUMMARY = re.compile(r"^Ran [1-9]\d* tests? in \d+(?:\.\d+)?s$", re.MULTILINE)
+_SYMPY_SUMMARY = re.compile(r"^=*[ ]*(tests finished: [^\n]*?\b[1-9]\d* [a-z][^\n]*)", re.MULTILINE)
+
+
+def _pytest_summary(log: str) -> str | None:
+    text = _COLOUR_CODE.sub("", log).translate(str.maketrans("", "", "".join(chr(c) for c in range(1, 32)
+                                                                         if c != 10)))
+    found = None
+    for match in _PYTEST_SUMMARY.finditer(text):
+        counts = [part.split(" ", 1) for part in match.group(1).split(", ")]
+        if any(int(n) > 0 and word in _PYTEST_COUNTED for n, word in counts):
+            found = match.group(0).strip("= ")
+    return found
+
+
+def _last(pattern: re.Pattern[str]) -> Callable[[str], str | None]:
+    def find(log: str) -> str | None:
+        matches = pattern.findall(log)
+        return str(matches[-1]).strip("= ") if matches else None
+    return find
+
+
+RUNNER_SUMMARIES: Mapping[str, tuple[str, Callable[[str], str | None]]] = MappingProxyType({
+    "pytest": ("pytest's `N passed in 1.2s` line", _pytest_summary),
+    "django": ("django's `Ran N tests in 0.2s` line", _last(_DJANGO_SUMMARY)),
+    "sympy": ("sympy's `tests finished: N passed, ...` line", _last(_SYMPY_SUMMARY)),
+})
+"""Per runner style: what its summary line is, and a finder of the last one in a log (None without)."""
+
+
+def runner_summary(parser: str, log: str) -> tuple[str, str | None] | None:
+    """(what the runner's summary line is, the last one in `log` or None) for the runner behind the log
+    parser `parser`; None for a parser whose runner has no known summary line."""
+    read = PARSERS.get(parser)
+    style = "pytest" if read in _PYTEST_STYLE else "django" if read is parse_django else \
+        "sympy" if read is parse_sympy else None
+    if style is None:
+        return None
+    what, find = RUNNER_SUMMARIES[style]
+    return what, find(log)
+
+
 PARSERS: Mapping[str, Parser] = MappingProxyType({
     "pytest": parse_pytest,
     "pytest_options": parse_pytest_options,
@@ -267,3 +314,5 @@ PARSERS: Mapping[str, Parser] = MappingProxyType({
     **dict.fromkeys(("pydicom", "requests", "pylint"), parse_pytest_options),
     **dict.fromkeys(("astropy", "scikit", "sphinx"), parse_pytest_v2),
 })
+
+_PYTEST_STYLE = (parse_pytest, parse_pytest_options, parse_pytest_v2, parse_seaborn, parse_matplotlib)

@@ -164,5 +164,6 @@ def write_grade_files(folder: Path, task: Task, grade: Grade) -> None:
         checks.write_file(folder / name, run.output)
     if grade.runs:
         details = [{"run": n, "exit_code": r.exit_code, "duration": round(r.duration, 3), "timed_out": r.timed_out,
-                    "resolved": r.verdict.resolved, "tests": r.status} for n, r in enumerate(grade.runs, 1)]
+                    "resolved": r.resolved, "rejected": r.rejected.to_dict() if r.rejected else None,
+                    "tests": r.status} for n, r in enumerate(grade.runs, 1)]
         checks.write_file(folder / "grading.json", json.dumps(details, indent=2) + "\n")

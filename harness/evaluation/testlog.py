@@ -19,6 +19,24 @@ default PASS_AND_FAIL mode):
 
 SWE-bench releases before August 2026 (#598) treated SKIPPED as *neither* in both lists, so there a
 patch that made every FAIL_TO_PASS test skip was resolved; this module follows the newer rule.
+
+Before a log is judged, `guard` asks whether it describes a run of the suite at all (SWE-bench 5.0's
+`get_logs_eval` guards, #620, and one more): a patch controls code that runs inside the test runner
+(a conftest.py, the package's own modules), so it can print ``PASSED`` lines of its own and end the
+process. A rejected run is unresolved, with its reason:
+
+- ``no_sign_suite_ran``: the runner's own summary line, with a count that is not zero, is missing
+  (pytest's ``N passed in 1.2s``, django's ``Ran N tests``, sympy's ``tests finished: N passed``;
+  `log_parsers.runner_summary`): the runner stopped before the end of the suite, whatever the log says;
+- ``no_test_results``: the parser found no test in the log (5.0: no status map and no sign the suite
+  ran is an invalid run, not a pass);
+- ``exit_code_contradicts_log``: the test command exited non-zero but the log reports no failed or
+  erroring test (5.0's rule: the log is not describing the run that happened);
+- ``runner_interrupted``: a pytest run whose exit status is 2 to 5 (interrupted, internal error, usage
+  error, no tests collected).
+
+The exit status is the test command's own, as Docker reports it for the command (outside the output),
+so no line a patch prints can change it.
 """
 
 from __future__ import annotations
@@ -27,9 +45,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.evaluation.log_parsers import TestStatus, parse_log
+from harness.evaluation.log_parsers import TestStatus, parse_log, runner_summary
 
-__all__ = ["TestStatus", "TestsVerdict", "judge", "parse_pytest_log"]
+__all__ = ["Rejection", "TestStatus", "TestsVerdict", "guard", "judge", "parse_pytest_log"]
 
 _PASSED = frozenset({TestStatus.PASSED.value, TestStatus.XFAIL.value})
 _MAINTAINED = _PASSED | {TestStatus.SKIPPED.value}
@@ -110,3 +128,37 @@ def judge(status: dict[str, str], fail_to_pass: Iterable[str], pass_to_pass: Ite
     p2p_success, p2p_failure = _sort(pass_to_pass, status, _MAINTAINED)
     return TestsVerdict(fail_to_pass_success=f2p_success, fail_to_pass_failure=f2p_failure,
                         pass_to_pass_success=p2p_success, pass_to_pass_failure=p2p_failure)
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Why a test run's log is not taken as a run of the suite (`reason` is one of the codes above)."""
+
+    reason: str
+    detail: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"reason": self.reason, "detail": self.detail}
+
+
+_PYTEST_EXITS = {2: "interrupted", 3: "an internal error", 4: "a usage error", 5: "no tests collected"}
+
+
+def guard(parser: str, log: str, status: dict[str, str], exit_code: int) -> Rejection | None:
+    """Why the log of a test run (its status map `status`, the command's `exit_code`) does not describe a
+    run of the suite, or None when it does; by the rules above, in that order."""
+    summary = runner_summary(parser, log)
+    if summary is not None and summary[1] is None:
+        return Rejection("no_sign_suite_ran", f"the log has no summary line of the test runner ({summary[0]}, "
+                                              "with a count that is not zero): the suite did not run to its "
+                                              f"end (exit status {exit_code}), so no status in the log is taken")
+    if not status:
+        return Rejection("no_test_results", f"the {parser!r} log parser found no test in the log "
+                                            f"(exit status {exit_code})")
+    failing = {TestStatus.FAILED.value, TestStatus.ERROR.value}
+    if exit_code != 0 and not failing & set(status.values()):
+        return Rejection("exit_code_contradicts_log", f"the test command exited {exit_code} but the log "
+                                                      "reports no failed or erroring test")
+    if summary is not None and summary[0].startswith("pytest") and exit_code in _PYTEST_EXITS:
+        return Rejection("runner_interrupted", f"pytest exited {exit_code}: {_PYTEST_EXITS[exit_code]}")
+    return None

@@ -26,7 +26,7 @@ def test_differing_runs_are_flaky_and_not_resolved():
     grade = Grade(patch_exists=True, patch_applied=True, runs=[_run(True), _run(False), _run(True)])
     assert grade.flaky and not grade.resolved
     assert grade.report("x")["x"]["runs"][1] == {"resolved": False, "exit_code": 1, "timed_out": False,
-                                                 "duration": 1.0}
+                                                 "duration": 1.0, "rejected": None}
 
 
 def test_agreeing_runs_are_resolved_and_a_timeout_is_not():
@@ -59,6 +59,6 @@ def test_a_test_patch_that_does_not_apply_is_a_task_defect_and_a_bad_model_patch
     bad = "--- a/cart/cart.py\n+++ b/cart/cart.py\n@@ -1,1 +1,1 @@\n-no such line\n+x\n"
     grade = grade_patch(task, bad, sandbox_image, labels=TEST_LABELS)
     assert (grade.patch_applied, grade.runs) == (False, [])
-    assert grade.patch_output.startswith("$ git apply --verbose --whitespace=nowarn -\nChecking patch cart/cart.py...")
-    assert "\n$ patch --batch --fuzz=5 -p1 --forward --no-backup-if-mismatch --reject-file=- --dry-run\n" \
-           in grade.patch_output
+    assert grade.patch_output.startswith("$ git apply --verbose model.patch\nChecking patch cart/cart.py...")
+    assert "\n$ patch --batch --forward --fuzz=5 -p1 -i model.patch\n" in grade.patch_output
+    assert grade.patch_command is None and grade.report("cart")["cart"]["patch_applied_with"] is None

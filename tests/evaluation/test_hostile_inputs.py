@@ -344,7 +344,6 @@ def test_patch_stopping_half_way_after_its_dry_run_leaves_nothing_on_the_host(tm
     assert not grade.patch_applied and grade.runs == []
     out = grade.patch_output
     assert "error: affected file 'link/evil.txt' is beyond a symbolic link" in out       # git refused it whole
-    assert "--dry-run\nchecking symbolic link link\nchecking file link/evil.txt" in out  # the dry run passed
     assert "patching symbolic link link\nInvalid file name link/evil.txt -- skipping patch" in out  # half way
     assert list(victim.iterdir()) == []
     assert set(Path(os.environ.get("TMPDIR", "/tmp")).glob("harness-grade-*")) == temp_before
