@@ -111,6 +111,7 @@ class McpConfig:
     servers: dict[str, str] = field(default_factory=dict)   # name -> command of an MCP server the loop's tools include
     call_timeout: float = 60.0        # seconds one call to an MCP server may take before it is a tool error
     start_timeout: float = 60.0       # seconds a server may take to start and list its tools
+    trusted: tuple[str, ...] = ()     # `--mcp-trust NAME`: servers whose read-only tool hints a policy may act on
 
     def __post_init__(self) -> None:
         example = '{"mcp": {"servers": {"time": "python -m mcp_server_time"}}}'
@@ -118,6 +119,11 @@ class McpConfig:
                 isinstance(k, str) and isinstance(v, str) for k, v in self.servers.items()):
             raise ConfigError(f"mcp.servers must map a server name to its command (text), got {self.servers!r}; "
                               f"e.g. {example}")
+        given: object = self.trusted      # from a config file: any JSON value
+        if not isinstance(given, (list, tuple)) or not all(isinstance(name, str) for name in given):
+            raise ConfigError(f"mcp.trusted must be a list of server names, got {self.trusted!r}; "
+                              'e.g. {"mcp": {"servers": {"time": "..."}, "trusted": ["time"]}}')
+        object.__setattr__(self, "trusted", tuple(self.trusted))
         for name in ("call_timeout", "start_timeout"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from harness.errors import ConfigError
+from harness.mcp.specs import hint_ceiling
 
 Decision = Literal["approve", "deny", "ask"]
 """What a rule decides; "ask" leaves the request to the run's approval mode."""
@@ -149,7 +150,12 @@ class Policy:
 
     def decide(self, tool: str, args: Mapping[str, Any]) -> Verdict:
         """The strictest applying rule's decision (deny > ask > approve), then the MCP hint ceiling."""
-        return self._by_rules(tool, args)
+        verdict = self._by_rules(tool, args)
+        ceiling = hint_ceiling(tool, args)
+        if ceiling is not None and (verdict.decision == "approve" or verdict.rule is None):
+            said = f"rule {verdict.rule!r} would approve it, but " if verdict.decision == "approve" else ""
+            return Verdict("ask", HINT_RULE, f"{said}{ceiling}: a person decides", verdict.matched)
+        return verdict
 
     def _by_rules(self, tool: str, args: Mapping[str, Any]) -> Verdict:
         found = self.matching(tool, args)

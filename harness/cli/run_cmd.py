@@ -103,6 +103,10 @@ def add_session_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mcp", action="append", default=[], metavar="NAME=COMMAND",
                    help="an MCP server whose tools the model gets, as mcp_NAME_TOOL, each call held for approval "
                         "(repeatable), e.g. --mcp time='python -m mcp_server_time'")
+    p.add_argument("--mcp-trust", action="append", default=[], metavar="NAME",
+                   help="trust MCP server NAME's tool hints: its tools marked read-only and closed-world may be "
+                        "approved by a policy rule (repeatable); an untrusted server's calls always ask "
+                        "(docs/mcp.md)")
 
 
 def apply_options(config: Config, args: argparse.Namespace) -> Config:
@@ -118,6 +122,8 @@ def apply_options(config: Config, args: argparse.Namespace) -> Config:
             named.add(spec.name)
             servers[spec.name] = given.partition("=")[2]
         config = config.replace(mcp=dataclasses.replace(config.mcp, servers=servers))
+    if getattr(args, "mcp_trust", None):
+        config = config.replace(mcp=dataclasses.replace(config.mcp, trusted=_trusted(config, args.mcp_trust)))
     if getattr(args, "approve", None):
         config = config.replace(approval=dataclasses.replace(config.approval, mode=args.approve))
     if args.model:
@@ -134,6 +140,16 @@ def apply_options(config: Config, args: argparse.Namespace) -> Config:
                                   f"e.g. --{name.replace('_', '-')} 3")
             loop = dataclasses.replace(loop, **{name: value})
     return config.replace(model=model, loop=loop)
+
+
+def _trusted(config: Config, names: list[str]) -> tuple[str, ...]:
+    """The servers `--mcp-trust` names, each one a configured server (a typo would trust nothing, silently)."""
+    unknown = [name for name in names if name not in config.mcp.servers]
+    if unknown:
+        raise ConfigError(f"--mcp-trust names {unknown}, which no --mcp (or mcp.servers) starts; configured: "
+                          f"{sorted(config.mcp.servers)}; e.g. --mcp time='python -m mcp_server_time' "
+                          "--mcp-trust time")
+    return tuple(sorted({*config.mcp.trusted, *names}))
 
 
 def find_task(path: Path) -> Task:

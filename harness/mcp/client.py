@@ -44,7 +44,7 @@ from mcp.client.stdio import stdio_client
 from harness import checks
 from harness.config import Config
 from harness.errors import ConfigError, ToolError
-from harness.mcp.specs import EXAMPLE, ServerSpec, server_spec, tool_name
+from harness.mcp.specs import EXAMPLE, HINTS, ServerSpec, hint_ceiling, server_spec, tool_name
 from harness.tools.base import ToolContext
 from harness.tools.outbound.action import OutboundAction, Prepared
 from harness.tools.outbound.preview import field_lines, safe_ident
@@ -151,13 +151,15 @@ class McpServers:
             self.say(f"MCP server {spec.name}: tool {safe_ident(tool.name)} left out: {safe_text(why)}")
             return None
         description = (tool.description or tool.title or tool.name)[:MAX_DESCRIPTION_CHARS]
-        server, remote = spec.name, tool.name
+        server, remote, hints = spec.name, tool.name, tool_hints(tool)
 
         def prepare(args: dict[str, Any], _ctx: ToolContext) -> Prepared:
             shown = json.dumps(args, indent=2, ensure_ascii=False, sort_keys=True)
+            request = {"server": server, "tool": remote, "arguments": args, "hints": hints,
+                       "server_trusted": spec.trusted}
             lines = field_lines([("MCP server", f"{server} ({safe_text(shlex.join(spec.command))})"),
-                                 ("tool", safe_ident(remote))])
-            return Prepared({"server": server, "tool": remote, "arguments": args},
+                                 ("tool", safe_ident(remote)), *hint_lines(name, request)])
+            return Prepared(request,
                             "\n".join([*lines, "arguments:", *("  " + ln for ln in safe_text(shown).split("\n"))]))
 
         def execute(args: dict[str, Any], _ctx: ToolContext) -> str:
@@ -176,6 +178,25 @@ class McpServers:
         except Exception as exc:  # noqa: BLE001 - a server that will not stop is killed with the portal
             self.say(f"closing MCP servers: {type(exc).__name__}: {exc}")
         self.connections.clear()
+
+
+def tool_hints(tool: types.Tool) -> dict[str, bool | None]:
+    """The tool's annotations by their MCP names (None: not given), as the request records them."""
+    given = tool.annotations
+    values = (None,) * len(HINTS) if given is None else (
+        given.read_only_hint, given.destructive_hint, given.idempotent_hint, given.open_world_hint)
+    return {name: value if isinstance(value, bool) else None for name, value in zip(HINTS, values, strict=True)}
+
+
+def hint_lines(name: str, request: dict[str, Any]) -> list[tuple[str, str]]:
+    """What the person deciding reads about the hints: each one, the server's trust, and what they allow."""
+    hints = request["hints"]
+    shown = ", ".join(f"{h}={'unset' if v is None else str(v).lower()}" for h, v in hints.items())
+    trusted = "trusted (--mcp-trust)" if request["server_trusted"] else "not trusted: its hints cannot skip a prompt"
+    ceiling = hint_ceiling(name, request)
+    verdict = (f"a person decides: {ceiling}" if ceiling
+               else "read-only on a trusted server: a policy rule may approve it")
+    return [("hints", shown), ("server is", trusted), ("so", safe_text(verdict))]
 
 
 def _schema_refused(schema: dict[str, Any]) -> str | None:
@@ -283,16 +304,17 @@ def result_text(result: types.CallToolResult) -> str:
     return text
 
 
-_PROCESS: dict[tuple[tuple[str, tuple[str, ...]], ...], McpServers] = {}
+_PROCESS: dict[tuple[tuple[str, tuple[str, ...], bool], ...], McpServers] = {}
 _LOCK = threading.Lock()
 
 
 def servers_for(config: Config, say: Callable[[str], None] = lambda _m: None) -> McpServers | None:
     """The started servers of `config.mcp` (None when it names none), shared by the whole process."""
-    specs = [server_spec(name, command) for name, command in sorted(config.mcp.servers.items())]
+    specs = [server_spec(name, command, trusted=name in config.mcp.trusted)
+             for name, command in sorted(config.mcp.servers.items())]
     if not specs:
         return None
-    key = tuple((s.name, s.command) for s in specs)
+    key = tuple((s.name, s.command, s.trusted) for s in specs)
     with _LOCK:
         found = _PROCESS.get(key)
         if found is None:

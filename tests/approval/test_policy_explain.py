@@ -44,8 +44,9 @@ def _explain(tmp_path: Path, *args: str, policy: str = POLICY) -> subprocess.Com
                           timeout=60, env=env)
 
 
-def _request(tmp_path: Path, arguments: Mapping[str, object], tool: str = "http_request") -> str:
-    path = tmp_path / "request.json"
+def _request(tmp_path: Path, arguments: Mapping[str, object], tool: str = "http_request",
+             name: str = "request.json") -> str:
+    path = tmp_path / name
     path.write_text(json.dumps({"tool": tool, "arguments": arguments}))
     return str(path)
 
@@ -99,3 +100,24 @@ def test_explain_refuses_bad_input_saying_what_was_expected(tmp_path: Path) -> N
     assert missing.returncode == 2 and "99" in missing.stderr
     refused = _explain(tmp_path, _request(tmp_path, {}), policy=POLICY + 'examples_match = [{ tool = "x" }]\n')
     assert refused.returncode == 2 and "(rule 'no-notes') examples_match[0]" in refused.stderr
+
+
+def test_explain_names_the_grants_that_cover_a_request_and_which_decides(tmp_path: Path) -> None:
+    queue = ApprovalQueue(tmp_path / "state")
+    seen = {"method": "GET", "url": "http://127.0.0.1:9/docs/3/a.html", "headers": {}, "body": ""}
+    request, _ = queue.submit(session="s1", scope="run-1", tool="http_request", key="k1", call_args=seen,
+                              args=seen, preview="GET http://127.0.0.1:9/docs/3/a.html")
+    queue.decide_with_grant(request.id, True, "tester", seen_hash=request.request_hash,
+                            shown_rule=queue.derive_grant(request.id, True), scope_kind="run")
+    queue.close()
+    later = _request(tmp_path, {**seen, "url": "http://127.0.0.1:9/docs/3/b.html"})
+    data = json.loads(_explain(tmp_path, later, "--json", policy="").stdout)
+    assert [(g["id"], g["decision"]) for g in data["grants"]] == [(1, "approve")]
+    assert (data["decision"], data["decided_by"]) == ("approve", "grant G1")
+    other = _request(tmp_path, {**seen, "url": "http://127.0.0.1:9/private/x"}, name="other.json")  # not under /docs/3/
+    data = json.loads(_explain(tmp_path, other, "--json", policy="").stdout)
+    assert data["grants"] == [] and data["decision"] == "ask"
+    local = ('[[rules]]\nname = "local-docs"\ntool = "http_request"\ndecision = "approve"\n'
+             'match = { url = "http://127.*" }\n')
+    ruled = _explain(tmp_path, later, policy=local)
+    assert "decision: approve, by rule local-docs" in ruled.stdout and "grant G1 (approve" in ruled.stdout

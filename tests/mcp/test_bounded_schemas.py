@@ -81,7 +81,8 @@ def test_harness_run_calling_a_hostile_schema_ends_promptly_with_a_tool_error(sa
     env = {**os.environ, "HARNESS_STATE_DIR": str(tmp_path / "state"), "HARNESS_APPROVAL_POLICY": str(policy)}
     # before: validation of the first call never ended (the timeout below fails the test instead of hanging it)
     ran = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", str(REPO_ROOT / "tasks" / "wordcount"),
-                          "--model", f"scripted:{script}", "--mcp", f"probe={PROBE}", "--approve", "deny",
+                          "--model", f"scripted:{script}", "--mcp", f"probe={PROBE}", "--mcp-trust", "probe",
+                          "--approve", "deny",
                           "--out", str(tmp_path / "run")], capture_output=True, text=True, env=env, cwd=tmp_path,
                          timeout=300)
     assert "Traceback" not in ran.stderr, ran.stderr

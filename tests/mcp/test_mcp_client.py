@@ -40,7 +40,7 @@ def _fresh_servers() -> Any:
 
 
 def _config(tmp_path: Path, image: str, servers: dict[str, str], *, mode: str = "deny", policy: str | None = None,
-            call_timeout: float = 20.0) -> Config:
+            call_timeout: float = 20.0, trusted: tuple[str, ...] = ()) -> Config:
     policy_file = None
     if policy is not None:
         policy_file = tmp_path / "policy.toml"
@@ -50,7 +50,7 @@ def _config(tmp_path: Path, image: str, servers: dict[str, str], *, mode: str = 
                        loop=dataclasses.replace(LoopConfig(), max_turns=10),
                        approval=ApprovalConfig(state_dir=tmp_path / "state", mode=mode,  # type: ignore[arg-type]
                                                policy_file=policy_file, timeout_seconds=60, poll_seconds=0.05),
-                       mcp=McpConfig(servers=servers, call_timeout=call_timeout))
+                       mcp=McpConfig(servers=servers, call_timeout=call_timeout, trusted=trusted))
 
 
 def _calls(*calls: tuple[str, dict[str, Any]]) -> ScriptedModel:
@@ -85,7 +85,7 @@ def test_published_server_tools_run_under_the_gate_policy_approved_or_denied(tas
                                                                               tmp_path: Path) -> None:
     policy = ('[[rules]]\nname = "time-reads"\ntool = "mcp_time_get_*"\ndecision = "approve"\n'
               'match = { server = "time" }\n')
-    config = _config(tmp_path, sandbox_image, {"time": TIME}, policy=policy)
+    config = _config(tmp_path, sandbox_image, {"time": TIME}, policy=policy, trusted=("time",))   # read-only hints
     model = _calls(("mcp_time_get_current_time", {"timezone": "Europe/Paris"}),
                    ("mcp_time_get_current_time", {"timezone": "Nowhere/Atlantis"}),
                    ("mcp_time_convert_time", {"source_timezone": "UTC", "time": "12:00",
@@ -142,7 +142,7 @@ def test_held_call_waits_for_a_human_then_runs_once_and_the_key_replays_it(task:
 def test_error_hang_and_crash_come_back_as_tool_errors_and_the_run_ends(task: Task, sandbox_image: str,
                                                                          tmp_path: Path) -> None:
     policy = '[[rules]]\nname = "probe"\ntool = "mcp_probe_*"\ndecision = "approve"\n'
-    config = _config(tmp_path, sandbox_image, {"probe": PROBE}, policy=policy, call_timeout=2)
+    config = _config(tmp_path, sandbox_image, {"probe": PROBE}, policy=policy, call_timeout=2, trusted=("probe",))
     model = _calls(("mcp_probe_fail", {"text": "x"}), ("mcp_probe_hang", {}), ("mcp_probe_echo", {"text": "ok"}),
                    ("mcp_probe_hostile", {}), ("mcp_probe_crash", {}), ("mcp_probe_echo", {"text": "after"}),
                    ("mcp_probe_keyed", {"key": "k"}))
