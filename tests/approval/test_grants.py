@@ -7,6 +7,7 @@ the prompt is `ScriptedHuman` (tests/approval/grant_session.py), which counts wh
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -230,3 +231,22 @@ def test_canonical_url_resolves_before_it_is_compared() -> None:
     assert (parsed.origin, parsed.path, parsed.exact) == ("http://localhost:80", "/docs/x", False)
     looks = canonical_url("http://l\u043ecalhost/")
     assert looks is not None and looks.host.startswith("xn--") and looks.host != "localhost"
+
+
+def test_a_grant_past_its_time_decides_nothing(tmp_path: Path) -> None:
+    queue = ApprovalQueue(tmp_path)
+    args: dict[str, Any] = {"method": "GET", "url": "http://127.0.0.1:9/docs/a", "headers": {}, "body": None,
+                            "credential": None}
+    first, _ = queue.submit(session="s", scope="run:x", tool="http_request", key="a", call_args={}, args=args,
+                            preview="p")
+    queue.decide_with_grant(first.id, True, "me", seen_hash=first.request_hash, scope_kind="until",
+                            expires_at=time.time() - 1, shown_rule=queue.derive_grant(first.id, True))
+    later, _ = queue.submit(session="other", scope="run:y", tool="http_request", key="b", call_args={},
+                            args={**args, "url": "http://127.0.0.1:9/docs/b"}, preview="p2")
+    assert queue.decide_by_grant(later.id) is None and queue.get(later.id).status == "pending"
+    queue.decide_with_grant(later.id, True, "me", seen_hash=later.request_hash, scope_kind="until",
+                            expires_at=time.time() + 60, shown_rule=queue.derive_grant(later.id, True))
+    third, _ = queue.submit(session="third", scope="run:z", tool="http_request", key="c", call_args={},
+                            args={**args, "url": "http://127.0.0.1:9/docs/c"}, preview="p3")
+    decided = queue.decide_by_grant(third.id)           # positive control: in time, any session
+    assert decided is not None and (decided.status, decided.grant_id) == ("approved", 2)

@@ -105,3 +105,23 @@ def test_g_at_the_terminal_prompt_shows_the_rule_and_the_next_request_says_appro
             assert b"\x1b" not in term.screen
         finally:
             term.close()
+
+
+def test_a_deny_grant_for_30_minutes_refuses_the_next_request_to_that_host_without_asking(tmp_path: Path) -> None:
+    queue = ApprovalQueue(tmp_path)
+    with CountingServer() as server:
+        proc = start_call(tmp_path, server.url("/a"), "deny-1", body="one")
+        first = _pending(queue, 1)[0]
+        shown = json.loads(harness_cli("show", str(first), "--json", state_dir=tmp_path).stdout)
+        made = harness_cli("deny", str(first), "--hash", shown["request_hash"], "--grant", "30m", "--yes",
+                           "--reason", "not this host", state_dir=tmp_path)
+        assert made.returncode == 0, made.stderr
+        assert f"deny http_request of any method to http://127.0.0.1:{server.port}/** (any path" in made.stdout
+        assert finish_call(proc)["error"] == "ApprovalDenied"
+        later = finish_call(start_call(tmp_path, server.url("/b?x=1"), "deny-2", body="two"))
+        assert later["error"] == "ApprovalDenied" and "denied by grant:G1" in str(later["text"])
+        assert server.count() == 0
+        listed = harness_cli("grants", state_dir=tmp_path).stdout
+        assert "until 20" in listed and "decided 1" in listed
+    bad = harness_cli("deny", "1", "--hash", "x", "--grant", "soon", state_dir=tmp_path)
+    assert bad.returncode == 2 and "'soon' is not run, session or a duration such as 30m" in bad.stderr
