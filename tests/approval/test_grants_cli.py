@@ -125,3 +125,32 @@ def test_a_deny_grant_for_30_minutes_refuses_the_next_request_to_that_host_witho
         assert "until 20" in listed and "decided 1" in listed
     bad = harness_cli("deny", "1", "--hash", "x", "--grant", "soon", state_dir=tmp_path)
     assert bad.returncode == 2 and "'soon' is not run, session or a duration such as 30m" in bad.stderr
+
+
+def test_the_cli_asks_before_it_grants_on_a_terminal_and_no_leaves_the_request_pending(tmp_path: Path) -> None:
+    queue = ApprovalQueue(tmp_path)
+    with CountingServer() as server:
+        proc = start_call(tmp_path, server.url("/docs/3/a.html"), "tty-g", method="GET")
+        first = _pending(queue, 1)[0]
+        seen = queue.get(first).request_hash
+        command = [sys.executable, "-m", "harness.cli.main", "approvals", "--state-dir", str(tmp_path), "approve",
+                   str(first), "--hash", seen, "--grant", "session"]
+        term = Terminal(command)
+        try:
+            screen = term.read_until("Make this grant? [yes/no]: ")
+            assert f"for this session: approve http_request GET http://127.0.0.1:{server.port}/docs/3/**" in screen
+            term.type("no")
+            term.read_until("no grant made; request #1 is unchanged")
+            assert term.proc.wait(20) == 3 and queue.get(first).status == "pending" and queue.grants() == []
+        finally:
+            term.close()
+        term = Terminal(command)
+        try:
+            term.read_until("Make this grant? [yes/no]: ")
+            term.type("yes")
+            term.read_until("grant G1 made")
+            assert term.proc.wait(20) == 0
+        finally:
+            term.close()
+        assert "hit 1 GET" in str(finish_call(proc)["text"])
+        assert queue.grant(1).scope_kind == "session"
