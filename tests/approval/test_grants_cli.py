@@ -154,3 +154,29 @@ def test_the_cli_asks_before_it_grants_on_a_terminal_and_no_leaves_the_request_p
             term.close()
         assert "hit 1 GET" in str(finish_call(proc)["text"])
         assert queue.grant(1).scope_kind == "session"
+
+
+def test_d_at_the_terminal_prompt_denies_this_host_for_the_run_and_the_next_request_is_refused_unasked(
+        tmp_path: Path) -> None:
+    with CountingServer() as server:
+        def ask(path: str, key: str) -> Terminal:
+            return Terminal([sys.executable, str(CALLER), "--state-dir", str(tmp_path), "--mode", "ask", "--url",
+                             server.url(path), "--key", key, "--body", "data"])
+        term = ask("/upload", "d-1")
+        try:
+            term.read_until("Approve outbound request #1? [yes/no]")
+            term.type("d")
+            screen = term.read_until("Make this grant? [yes/no]")
+            assert f"grant for this run: deny http_request of any method to http://127.0.0.1:{server.port}/**" in screen
+            term.type("yes")
+            assert term.result()["error"] == "ApprovalDenied"
+        finally:
+            term.close()
+        term = ask("/other", "d-2")
+        try:
+            term.read_until("denied by grant G1")
+            assert term.result()["error"] == "ApprovalDenied"
+            assert "Approve outbound request #2" not in term.screen.decode(errors="replace")
+        finally:
+            term.close()
+        assert server.count() == 0
