@@ -19,8 +19,8 @@ A later request is matched on its canonical parse (`canonical_url`): scheme and 
 the host through IDNA (a lookalike host is another host), the default port explicit, the path
 percent-decoded with its dot segments resolved before the prefix test, which holds only at a `/`
 boundary. Whatever could make the server read another path than the one tested (a dot segment, an
-encoded `/` or `\\`, a control or non-ASCII character in the path) or another host (userinfo in the
-URL) is no match for an approve grant: the request goes to a human.
+encoded `/` or `\\`, a `%` left after decoding once, a control or non-ASCII character in the path) or
+another host (userinfo in the URL) is no match for an approve grant: the request goes to a human.
 """
 
 from __future__ import annotations
@@ -102,7 +102,9 @@ def canonical_url(url: str) -> CanonicalUrl | None:
     except UnicodeDecodeError:            # not UTF-8 once decoded: no path a grant can name
         decoded = ["", "\ufffd"]
     path = "/" + "/".join(_resolve(decoded[1:]))
-    unsafe = any(ch in seg for seg in decoded for ch in "/\\") or not all(0x20 < ord(c) < 0x7F for c in path)
+    # an encoded separator, a "%" left after one decoding (a server that decodes twice reads %252e as
+    # "."), a control or non-ASCII character: the server may read another path than the one tested
+    unsafe = any(ch in seg for seg in decoded for ch in "/\\%") or not all(0x20 < ord(c) < 0x7F for c in path)
     dotted = any(seg in (".", "..") for seg in decoded)
     exact = "@" not in parts.netloc and not unsafe and not dotted and raw.startswith("/")
     return CanonicalUrl(scheme, host, port or DEFAULT_PORTS[scheme], path, parts.query, exact)

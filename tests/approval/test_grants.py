@@ -96,6 +96,7 @@ def _widenings(docs: CountingServer, other: CountingServer) -> list[tuple[str, d
         ("upper-case encoded dots", {**get, "url": f"{base}/docs/3/%2E%2E/admin"}),
         ("encoded slashes", {**get, "url": f"{base}/docs/3/..%2F..%2Fadmin"}),
         ("encoded backslashes", {**get, "url": f"{base}/docs/3/..%5C..%5Cadmin"}),
+        ("double-encoded dots", {**get, "url": f"{base}/docs/3/%252e%252e/%252e%252e/admin"}),
         ("unicode full-width dots", {**get, "url": f"{base}/docs/3/\uff0e\uff0e/admin"}),
         ("encoded full-width dots", {**get, "url": f"{base}/docs/3/%EF%BC%8E%EF%BC%8E/admin"}),
         ("a lookalike host (Cyrillic o)", {**get, "url": f"http://l\u043ecalhost:{docs.port}/docs/3/a.html"}),
