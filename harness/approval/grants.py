@@ -18,9 +18,10 @@ widen, or names a key that cannot be narrowed, is refused saying why.
 A later request is matched on its canonical parse (`canonical_url`): scheme and host lowercased,
 the host through IDNA (a lookalike host is another host), the default port explicit, the path
 percent-decoded with its dot segments resolved before the prefix test, which holds only at a `/`
-boundary. Whatever could make the server read another path than the one tested (a dot segment, an
-encoded `/` or `\\`, a `%` left after decoding once, a control or non-ASCII character in the path) or
-another host (userinfo in the URL) is no match for an approve grant: the request goes to a human.
+boundary. Whatever could make the server read another path than the one tested (a dot segment, or
+what some servers read as one: `..;`, `...`, any `;` in a segment; an encoded `/` or `\\`; a `%` left
+after decoding once; a control or non-ASCII character) or another host (userinfo in the URL) is no
+match for an approve grant: the request goes to a human.
 """
 
 from __future__ import annotations
@@ -105,7 +106,8 @@ def canonical_url(url: str) -> CanonicalUrl | None:
     # an encoded separator, a "%" left after one decoding (a server that decodes twice reads %252e as
     # "."), a control or non-ASCII character: the server may read another path than the one tested
     unsafe = any(ch in seg for seg in decoded for ch in "/\\%") or not all(0x20 < ord(c) < 0x7F for c in path)
-    dotted = any(seg in (".", "..") for seg in decoded)
+    # dot segments, and what some servers read as one: "..;" (path parameters), "..." (Windows)
+    dotted = any(seg.strip(".") == "" and seg != "" or ";" in seg for seg in decoded)
     exact = "@" not in parts.netloc and not unsafe and not dotted and raw.startswith("/")
     return CanonicalUrl(scheme, host, port or DEFAULT_PORTS[scheme], path, parts.query, exact)
 

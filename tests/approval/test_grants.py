@@ -96,6 +96,8 @@ def _widenings(docs: CountingServer, other: CountingServer) -> list[tuple[str, d
         ("upper-case encoded dots", {**get, "url": f"{base}/docs/3/%2E%2E/admin"}),
         ("encoded slashes", {**get, "url": f"{base}/docs/3/..%2F..%2Fadmin"}),
         ("encoded backslashes", {**get, "url": f"{base}/docs/3/..%5C..%5Cadmin"}),
+        ("a path parameter after dots (read as .. by Tomcat)", {**get, "url": f"{base}/docs/3/..;/..;/admin"}),
+        ("three dots", {**get, "url": f"{base}/docs/3/.../admin"}),
         ("double-encoded dots", {**get, "url": f"{base}/docs/3/%252e%252e/%252e%252e/admin"}),
         ("unicode full-width dots", {**get, "url": f"{base}/docs/3/\uff0e\uff0e/admin"}),
         ("encoded full-width dots", {**get, "url": f"{base}/docs/3/%EF%BC%8E%EF%BC%8E/admin"}),
