@@ -65,6 +65,8 @@ EXAMPLE = ('[[rules]]\nname = "pinned"\ntool = "pip_download"\ndecision = "appro
            'match = { requirement = "attrs==23\\\\..*" }\n'
            'examples_match = [{ tool = "pip_download", arguments = { requirement = "attrs==23.2.0" } }]')
 log = logging.getLogger(__name__)
+_WARNED: set[str] = set()
+"""Warnings already logged by this process: every session of an evaluation loads the policy again."""
 
 
 @dataclass(frozen=True)
@@ -294,5 +296,7 @@ def load_policy(path: Path | None) -> Policy:
                           "stated:\n" + "\n".join(f"- {p}" for p in problems))
     warnings = order_warnings(rules, str(path))
     for warning in warnings:
-        log.warning("%s", warning)
+        if warning not in _WARNED:
+            _WARNED.add(warning)
+            log.warning("%s", warning)
     return Policy(rules, source=str(path), warnings=warnings)
