@@ -127,6 +127,16 @@ class Grade:
         return next((r.rejected for r in self.runs if r.rejected is not None), None)
 
     @property
+    def failure_reason(self) -> str | None:
+        """Why tests that ran did not resolve it when the cause may not be the patch (SWE-bench 5.0's
+        ambiguous tier): a rejected log's reason, or ``tests_timed_out``; None otherwise."""
+        if self.resolved or not self.runs:
+            return None
+        if self.rejected is not None:
+            return self.rejected.reason
+        return "tests_timed_out" if any(r.timed_out for r in self.runs) else None
+
+    @property
     def flaky(self) -> bool:
         return len({(r.verdict.resolved, r.timed_out, r.rejected is None) for r in self.runs}) > 1
 

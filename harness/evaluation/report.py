@@ -54,6 +54,7 @@ class InstanceRecord:
     repo: str | None = None           # owner/name, for the per-repository table
     python_requested: str | None = None   # the interpreter the instance's specification asks for
     python_used: str | None = None        # the offline interpreter that ran it
+    failure_reason: str | None = None     # unresolved maybe not by the patch: a rejected log, a timeout
 
     @property
     def resolved(self) -> bool:
@@ -120,14 +121,28 @@ def build_report(ids: list[str], records: dict[str, InstanceRecord], model: str)
         "repositories": repository_table(done),
         "instances": {r.instance_id: _summary(r) for r in done},
         "schema_version": 2,
+        **_failure_tiers(done),
     }
+
+
+def _failure_tiers(done: list[InstanceRecord]) -> dict[str, Any]:
+    """SWE-bench 5.0's failure tiers, additive (the ids stay in error_ids / unresolved_ids): an infrastructure
+    error is the environment tier, an unresolved instance with a `failure_reason` the ambiguous tier."""
+    reasons = {r.instance_id: "infrastructure_error" for r in done if r.status == "error"}
+    reasons |= {r.instance_id: r.failure_reason for r in done if r.status == "unresolved" and r.failure_reason}
+    infra = sorted(r.instance_id for r in done if r.status == "error")
+    ambiguous = sorted(i for i in reasons if i not in infra)
+    return {"infra_failure_instances": len(infra), "ambiguous_failure_instances": len(ambiguous),
+            "infra_failure_ids": infra, "ambiguous_failure_ids": ambiguous,
+            "failure_reasons": dict(sorted(reasons.items()))}
 
 
 def _summary(r: InstanceRecord) -> dict[str, Any]:
     return {"status": r.status, "duration": round(r.duration, 3), "durations": r.durations, "turns": r.turns,
             "tokens": r.tokens, "cost_usd": r.cost_usd, "stop_reason": r.stop_reason, "flaky": r.flaky,
             "error": r.error, "infra_retries": r.infra_retries, "repo": r.repo,
-            "python_requested": r.python_requested, "python_used": r.python_used}
+            "python_requested": r.python_requested, "python_used": r.python_used,
+            "failure_reason": r.failure_reason}
 
 
 def repository_table(done: list[InstanceRecord]) -> dict[str, dict[str, Any]]:

@@ -145,6 +145,7 @@ class Stages:
         record.flaky = grade.flaky
         record.tests_resolved = grade.resolved if grade.runs else None
         record.status = instance_status(patch, grade)
+        record.failure_reason = grade.failure_reason if record.status == "unresolved" else None
 
 
 def instance_status(patch: str | None, grade: Grade) -> InstanceStatus:

@@ -9,6 +9,7 @@ and cut them as a runner that stopped early would leave them.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -17,7 +18,11 @@ import pytest
 from harness.core.task import Task, load_task
 from harness.environments import ensure_env_image
 from harness.evaluation.grading import grade_patch
+from harness.evaluation.instances import load_predictions
 from harness.evaluation.log_parsers import TestStatus, parse_log, runner_summary
+from harness.evaluation.options import EvalOptions
+from harness.evaluation.report import InstanceRecord, build_report
+from harness.evaluation.runner import run_evaluation
 from harness.evaluation.testlog import guard
 
 from .conftest import TASKS, TEST_LABELS
@@ -139,3 +144,32 @@ def test_an_empty_status_map_with_a_summary_is_no_test_results():
     rejected = guard("pytest", "=== 3 passed in 0.1s ===\n", {}, 0)
     assert rejected is not None and rejected.reason == "no_test_results"
     assert runner_summary("no-such-parser", "") is None      # a runner without a known summary line
+
+
+def test_report_v2_lists_infrastructure_and_ambiguous_failures_without_leaving_the_denominator():
+    records = {"a": InstanceRecord("a", "resolved", "m"), "b": InstanceRecord("b", "error", "m", error="docker: gone"),
+               "c": InstanceRecord("c", "unresolved", "m", failure_reason="no_sign_suite_ran"),
+               "d": InstanceRecord("d", "unresolved", "m"), "e": InstanceRecord("e", "patch_failed", "m")}
+    report = build_report(sorted(records), records, "m")
+    assert report["schema_version"] == 2
+    assert (report["infra_failure_ids"], report["ambiguous_failure_ids"]) == (["b"], ["c"])
+    assert report["failure_reasons"] == {"b": "infrastructure_error", "c": "no_sign_suite_ran"}
+    assert (report["infra_failure_instances"], report["ambiguous_failure_instances"]) == (1, 1)
+    assert report["unresolved_ids"] == ["c", "d", "e"] and report["error_ids"] == ["b"]   # still counted
+    assert report["instances"]["c"]["failure_reason"] == "no_sign_suite_ran"
+
+
+def test_an_evaluation_of_a_fake_passed_prediction_reports_its_reason(tmp_path, docker_client, config_and_secrets):
+    task = load_task(TASKS / "wordcount")
+    (tmp_path / "preds.jsonl").write_text(json.dumps({"instance_id": "wordcount", "model_name_or_path": "cheat",
+                                                      "model_patch": _conftest(task, "os._exit(0)")}) + "\n")
+    config, secrets = config_and_secrets
+    report = run_evaluation([task], EvalOptions(out_dir=tmp_path / "out", workers=1, labels=TEST_LABELS), config,
+                            secrets, predictions=load_predictions(tmp_path / "preds.jsonl"))
+    assert report["unresolved_ids"] == ["wordcount"] and report["resolved_ids"] == []
+    assert report["ambiguous_failure_ids"] == ["wordcount"]
+    assert report["failure_reasons"] == {"wordcount": "no_sign_suite_ran"}
+    folder = tmp_path / "out" / "instances" / "wordcount"
+    assert json.loads((folder / "done").read_text())["failure_reason"] == "no_sign_suite_ran"
+    assert json.loads((folder / "grading.json").read_text())[0]["rejected"]["reason"] == "no_sign_suite_ran"
+    assert json.loads((folder / "report.json").read_text())["wordcount"]["patch_applied_with"] == "git apply --verbose"
