@@ -686,7 +686,7 @@ def outbound_report(done: list[OutboundTrial], token: str, refused: Counter[str]
 
 
 # ---- 3. a dead sandbox --------------------------------------------------------------------------
-DEAD_HOG = "python3 -c 'x = bytearray(1024**3); x[::4096] = b\"1\" * (1024**3 // 4096)'"
+DEAD_HOG = "python3 -c 'x = bytearray(10**9)'"
 
 
 def one_dead_sandbox(image: str, rng: random.Random) -> dict[str, Any]:
