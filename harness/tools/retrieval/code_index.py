@@ -66,6 +66,7 @@ class CodeIndex:
     generation: int = 0                  # changes whenever a file is added or removed
     fetched: dict[str, str] = field(default_factory=dict, repr=False)   # the texts the last sync fetched
     dense: DenseHalf | None = None       # the dense half (`find_code` makes it when it can run)
+    answering: threading.Event = field(default_factory=threading.Event, repr=False)   # set while a query runs
 
     def adopt(self, files: Iterable[tuple[str, str, Analysed]]) -> bool:
         """Index (path, sha256, analysis) of files the session's warm-up analysed from the host's copy

@@ -141,11 +141,17 @@ class DenseIndex:
         rest = [p for p in files if p not in have]
         if rest and fetch is not None and not self.stop.is_set():
             have.update(fetch(rest))
-        return self._from_texts(have, wanted, self.workers)
+        return self._from_texts(have, wanted, self.workers, index.answering)
 
-    def _from_texts(self, texts: Mapping[str, str], wanted: set[str], workers: int | None) -> int:
+    def _from_texts(self, texts: Mapping[str, str], wanted: set[str], workers: int | None,
+                    answering: threading.Event | None = None) -> int:
+        """Embed the chunks of `texts` whose keys are `wanted`. The chunking is this thread's work (the
+        embedding the workers'): it pauses while `answering` is set, so a query never shares the
+        interpreter with it (a django tree's chunking, about a second, had slowed the first answer)."""
         items: dict[str, str] = {}
         for path, text in texts.items():
+            while answering is not None and answering.is_set() and not self.stop.is_set():
+                time.sleep(0.02)
             if not dense_scope(path):
                 continue
             for chunk in chunk_file(path, text):

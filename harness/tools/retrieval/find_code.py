@@ -72,6 +72,14 @@ def attach_dense(index: CodeIndex, config: ToolsConfig) -> str | None:
 
 
 def _find(ctx: ToolContext, query: str, k: int, config: ToolsConfig) -> str:
+    ctx.code_index.answering.set()       # the dense build's own work in this process waits meanwhile
+    try:
+        return _answer(ctx, query, k, config)
+    finally:
+        ctx.code_index.answering.clear()
+
+
+def _answer(ctx: ToolContext, query: str, k: int, config: ToolsConfig) -> str:
     index = ctx.code_index
     report = index.sync(fingerprints(ctx.sandbox), lambda paths: fetch(ctx.sandbox, paths))
     if not index.chunks:
