@@ -1,7 +1,9 @@
-"""What a batch evaluation is asked to do, and the signal that stops an instance midway."""
+"""What a batch evaluation is asked to do, how far it was asked to stop, and the signal that stops an
+instance midway."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,3 +29,28 @@ class EvalOptions:
 
 class Cancelled(Exception):
     """The run was interrupted; the instance is left unfinished (no `done` marker)."""
+
+
+class StopRequest:
+    """How far the operator asked a run to stop, raised by each Ctrl-C or SIGTERM (`request`).
+
+    Level 0 runs on; 1 **drains**: no instance starts any more and the running ones finish and are
+    recorded; 2 **cancels** the running ones too (their containers are removed, nothing of them is
+    recorded, `--resume` reruns them). `request` only sets a level, so it is safe in a signal handler.
+    """
+
+    DRAIN, CANCEL = 1, 2
+
+    def __init__(self) -> None:
+        self.level = 0
+        self.changed = threading.Event()
+
+    def request(self) -> int:
+        """One more stop request; returns the new level (at most CANCEL)."""
+        self.level = min(self.CANCEL, self.level + 1)
+        self.changed.set()
+        return self.level
+
+    @property
+    def draining(self) -> bool:
+        return self.level >= self.DRAIN

@@ -184,4 +184,6 @@ def write_atomic(path: Path, text: str) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         out.write(text)
+        out.flush()
+        os.fsync(out.fileno())      # on disk before the rename makes it the record, a crash included
     os.replace(tmp, path)

@@ -7,6 +7,12 @@ instances to a backend (`backends.local.ThreadPoolBackend` or `backends.ray.RayB
 records it. Every container carries the label ``harness.eval=<run id>``; an interrupted run removes
 all of them.
 
+Ctrl-C and SIGTERM (`stop_signals`, local backend, main thread): the first drains the run (no
+instance starts, the running ones finish), the second cancels the running ones; the run then ends
+with `KeyboardInterrupt` after writing the outputs of what finished (`backends.local`). A resumed run
+keeps every instance whose `done` record is whole and reruns the others from scratch, so no instance
+is graded twice, whether the run was stopped, cancelled or killed.
+
 An existing `--out` folder that holds a link is refused before anything is written into it; the
 run's folders are 0700 and its files 0600, written without following links (`harness.checks`).
 """
@@ -15,9 +21,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import signal
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +37,7 @@ from harness.evaluation.backends import Backend, Batch
 from harness.evaluation.backends.local import ThreadPoolBackend
 from harness.evaluation.backends.ray import RayBackend
 from harness.evaluation.instances import Prediction
-from harness.evaluation.options import RUN_LABEL, EvalOptions
+from harness.evaluation.options import RUN_LABEL, EvalOptions, StopRequest
 from harness.evaluation.progress import Events, SilentEvents
 from harness.evaluation.report import InstanceRecord, instance_dir, read_done, write_atomic
 from harness.evaluation.stages import Stages
@@ -52,10 +60,34 @@ def run_evaluation(tasks: list[Task], options: EvalOptions, config: Config, secr
     events.begin(len(ids), {i: r for i, r in records.items()}, len(pending))
     batch = Batch(stages, out, model_name, ids, records, run_id)
     try:
-        backend(options).evaluate(pending, batch)
+        with stop_signals(batch.stop, enabled=options.backend == "local"):
+            backend(options).evaluate(pending, batch)
     finally:
         stages.close()
     return batch.report()
+
+
+@contextmanager
+def stop_signals(stop: StopRequest, *, enabled: bool = True) -> Iterator[None]:
+    """While inside, SIGINT and SIGTERM raise `stop`'s level instead of interrupting (only in the main
+    thread, where Python runs handlers; a SIGINT ignored at start, as in a background job, stays
+    ignored). The previous handlers are put back on the way out."""
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(_signum: int, _frame: object) -> None:
+        stop.request()      # only a flag: the backend's loop acts on it and says so
+
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig, before in previous.items():
+        if before is not signal.SIG_IGN:
+            signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, before in previous.items():
+            signal.signal(sig, signal.SIG_DFL if before is None else before)   # None: set outside Python
 
 
 def backend(options: EvalOptions) -> Backend:
@@ -87,10 +119,7 @@ def _prepare_out(out: Path, options: EvalOptions, model_name: str, ids: list[str
         if not options.resume:
             raise ConfigError(f"{out} already holds an evaluation (run.json); pass --resume to continue "
                               "it, or choose another --out")
-        before = json.loads(run_file.read_text()).get("settings", {})
-        if before.get("model") != model_name:
-            raise ConfigError(f"--resume: {out} was run with model {before.get('model')!r}, not "
-                              f"{model_name!r}; use the same model or another --out")
+        _check_same_run(out, json.loads(run_file.read_text()).get("settings", {}), settings)
     checks.private_dir(out)
     write_atomic(run_file, json.dumps({"settings": settings, "options": _jsonable(options),
                                        "config": config.to_dict()}, indent=2) + "\n")
@@ -100,6 +129,21 @@ def _prepare_out(out: Path, options: EvalOptions, model_name: str, ids: list[str
         if record is not None:
             records[iid] = record
     return records
+
+
+def _check_same_run(out: Path, before: dict[str, Any], now: dict[str, Any]) -> None:
+    """--resume continues the same run: the same model, grading runs and instances."""
+    if before.get("model") != now["model"]:
+        raise ConfigError(f"--resume: {out} was run with model {before.get('model')!r}, not "
+                          f"{now['model']!r}; use the same model or another --out")
+    if before.get("grade_runs", now["grade_runs"]) != now["grade_runs"]:
+        raise ConfigError(f"--resume: {out} was run with --grade-runs {before.get('grade_runs')}, not "
+                          f"{now['grade_runs']}; use the same value or another --out")
+    old, new = set(before.get("instances", now["instances"])), set(now["instances"])
+    if old != new:
+        raise ConfigError(f"--resume: {out} was run on {len(old)} instance(s) and this command names {len(new)} "
+                          f"(missing: {sorted(old - new)[:10]}, new: {sorted(new - old)[:10]}); resume with the "
+                          "same tasks and --instance-ids, or use another --out")
 
 
 def _jsonable(options: EvalOptions) -> dict[str, Any]:

@@ -89,7 +89,7 @@ def test_ctrl_c_removes_every_container_and_resume_finishes_the_run(tmp_path, do
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
-    assert "stopped: removed" in err
+    assert "stopping: " in err and "stopped: " in err and "run the same command with --resume" in err
     assert _containers(docker_client, label) == []
 
     resumed = subprocess.run(cmd + ["--resume", "--json"], cwd=REPO_ROOT, capture_output=True, text=True,

@@ -8,11 +8,12 @@ containers, leaves the finished instances written and re-raises.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from harness.core.task import Task
+from harness.evaluation.options import StopRequest
 from harness.evaluation.report import InstanceRecord, write_outputs
 from harness.evaluation.stages import Stages
 
@@ -27,6 +28,7 @@ class Batch:
     ids: list[str]
     records: dict[str, InstanceRecord]
     run_id: str
+    stop: StopRequest = field(default_factory=StopRequest)   # Ctrl-C / SIGTERM: drain, then cancel
 
     def finish(self, record: InstanceRecord) -> None:
         """Record a finished instance and rewrite predictions.jsonl and report.json."""
