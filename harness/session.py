@@ -51,6 +51,7 @@ from harness.trajectory import TrajectoryWriter, read_lines
 from harness.workspace import replay, run_task_tests, sandbox_patch, start_baseline
 from sandbox.api import ExecResult, Progress, SandboxSpec, quiet
 from sandbox.docker_sandbox import DockerSandbox
+from sandbox.errors import SandboxUnavailable
 from sandbox.pool import SandboxPool, open_sandbox
 from sandbox.text import safe_json
 
@@ -105,6 +106,8 @@ class Attempt:
     setup_seconds: float
     tool_specs: list[dict[str, Any]] = field(default_factory=list)
     reflection: str = ""
+    unavailable: SandboxUnavailable | None = None
+    """The sandbox died during the attempt (stop reason "sandbox_unavailable"): no patch, no verdict."""
 
     @property
     def tests(self) -> ExecResult | None:
@@ -162,13 +165,16 @@ def run_session(task: Task, model: Model, config: Config, out_dir: Path, *, imag
             attempt = dataclasses.replace(attempt, reflection=_reflect(model, task, attempt, say))
             notes.append(_note(task, attempt))
         attempts.append(attempt)
-        if attempt.tests_passed is not False or attempt.loop.stop_reason == "error" or not attempt.reflection:
+        if attempt.tests_passed is not False or attempt.loop.stop_reason in ("error", "sandbox_unavailable") \
+                or not attempt.reflection:
             break
     if total > 1:
         for name in ("trajectory.jsonl", "patch.diff"):
             checks.write_file(out_dir / name, (out_dir / f"attempt-{len(attempts)}" / name).read_bytes())
     outcome = _outcome(attempts, model, out_dir, time.monotonic() - started)
     write_result(out_dir / "result.json", task, outcome, config, image, resumed_from=resume_from)
+    if attempts[-1].unavailable is not None:   # recorded, then an infrastructure failure for the caller
+        raise attempts[-1].unavailable
     return outcome
 
 
@@ -273,10 +279,10 @@ def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, 
             say("agent running")
             loop = AgentLoop(model, catalog, ctx, config, trajectory=writer, progress=say).run(messages)
             index.stop_warming.set()
-            patch = sandbox_patch(box, baseline)
+            patch, dead = _patch_of(box, baseline, loop)
             checks.write_file(where / "patch.diff", patch)
         verdict = None
-        if ahead is not None:   # the agent's sandbox is gone, and whatever of the agent's still ran there with it
+        if ahead is not None and dead is None:   # the agent's sandbox is gone, and whatever of the agent's ran there
             say(f"running the tests in a fresh sandbox (the starting files and the patch): {task.test_cmd}")
             verdict = fresh_verdict(task, patch, config, verdict_box, ahead=ahead)
             checks.write_file(where / "tests.txt", verdict.record(task))
@@ -284,7 +290,17 @@ def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, 
         index.stop_warming.set()
         if ahead is not None:
             ahead.discard()
-    return Attempt(number, session, loop, patch, verdict, setup, catalog.specs())
+    return Attempt(number, session, loop, patch, verdict, setup, catalog.specs(), unavailable=dead)
+
+
+def _patch_of(box: DockerSandbox, baseline: Any, loop: LoopResult) -> tuple[str, SandboxUnavailable | None]:
+    """The attempt's patch, or none and the reason when the loop stopped because the sandbox died."""
+    try:
+        return sandbox_patch(box, baseline), None
+    except SandboxUnavailable as exc:
+        if loop.stop_reason != "sandbox_unavailable":
+            raise
+        return "", exc
 
 
 def _start_messages(task: Task, notes: list[str], number: int, resume_from: Path | None, catalog: Any,

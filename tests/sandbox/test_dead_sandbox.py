@@ -8,6 +8,7 @@ an ordinary result (exit 137), not a dead sandbox, since the container lives on.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -110,3 +111,7 @@ def test_a_session_whose_sandbox_dies_records_it_and_raises_it_for_the_evaluatio
         run_session(task, model, Config(), tmp_path / "run", image=sandbox_image, labels={"harness.test": "1"})
     trajectory = (tmp_path / "run" / "trajectory.jsonl").read_text()
     assert '"error_kind": "sandbox_unavailable"' in trajectory and "killed from outside" in trajectory
+    result = json.loads((tmp_path / "run" / "result.json").read_text())   # the run folder is whole
+    assert result["stop_reason"] == "sandbox_unavailable" and result["tests_passed"] is None, result
+    assert "killed from outside" in result["final_text"]
+    assert (tmp_path / "run" / "patch.diff").read_text() == ""
