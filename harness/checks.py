@@ -37,12 +37,14 @@ Validators raise `TaskError` (bad input: the value, what was expected, an exampl
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import functools
 import os
 import platform
 import re
+import secrets
 import shutil
 import stat
 from pathlib import Path
@@ -119,9 +121,23 @@ def open_file(path: Path, *, append: bool = False, mode: int = 0o600) -> int:
 
 
 def write_file(path: Path, data: str | bytes, mode: int = 0o600) -> None:
-    """Create or replace `path` with `data` through `open_file` (no links followed, none shared)."""
-    with os.fdopen(open_file(path, mode=mode), "wb") as out:
-        out.write(data.encode() if isinstance(data, str) else data)
+    """Create or replace `path` with `data`, whole: refused as `open_file` refuses (a link, a fifo, a hard
+    link), then written to a new file beside it and renamed over it, so a reader (the web console
+    following a run) sees the old content or the new, never half of it. The rename replaces the name
+    itself: a link put there after the check is replaced, never followed."""
+    path = Path(path)
+    os.close(open_file(path, append=True, mode=mode))          # the checks, nothing written yet
+    temp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data.encode() if isinstance(data, str) else data)
+            os.fchmod(out.fileno(), mode)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
 
 
 def private_dir(path: Path) -> Path:

@@ -48,6 +48,16 @@ def test_a_hard_link_planted_at_an_output_path_is_refused_and_its_target_keeps_i
     checks.refuse_links(out)
 
 
+def test_a_record_is_replaced_whole_so_a_reader_never_sees_half_of_it(tmp_path: Path) -> None:
+    # the web console reads result.json while a run writes it: the old content or the new, never a torn one
+    checks.write_file(tmp_path / "result.json", '{"turns": 1}')
+    with open(tmp_path / "result.json", "rb") as reader:        # a reader that opened the old record
+        checks.write_file(tmp_path / "result.json", '{"turns": 2, "' + "x" * 100_000 + '": 0}')
+        assert reader.read() == b'{"turns": 1}'                 # still whole (an in-place write had emptied it)
+    assert json.loads((tmp_path / "result.json").read_text())["turns"] == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["result.json"]     # no temporary file left
+
+
 def test_a_symbolic_link_at_an_output_path_is_refused_for_writing_and_appending(
         tmp_path: Path, outside: Path) -> None:
     (tmp_path / "tests.txt").symlink_to(outside)
