@@ -26,7 +26,7 @@ class DenseHalf(Protocol):
     """What the index knows of its dense half (`dense.DenseIndex`): the warm-up starts its builder."""
 
     def start(self, index: CodeIndex, texts: Mapping[str, str], fetch: Callable[[list[str]], Mapping[str, str]] | None,
-              on_host: Mapping[str, str] | None = None) -> threading.Thread: ...
+              on_host: Mapping[str, str] | None = None, after_first_answer: bool = False) -> threading.Thread: ...
 
 K1, B = 1.2, 0.75
 WARM_WAIT = 120.0    # seconds the first query waits for the session's prewarming before analysing itself
@@ -80,6 +80,11 @@ class CodeIndex:
                 for path, sha256, analysed in files:
                     self._add(path, sha256, analysed)
             return True
+
+    @property
+    def synced(self) -> bool:
+        """Whether a query has brought the index to the sandbox's files (its first sync has begun)."""
+        return not self._adopting
 
     def add_file(self, path: str, sha256: str, text: str) -> None:
         self._add(path, sha256, analyse(path, text))

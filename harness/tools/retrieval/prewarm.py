@@ -189,7 +189,7 @@ def start_warming(index: CodeIndex, root: Path | None, extensions: tuple[str, ..
             pass
         if index.dense is not None and not index.stop_warming.is_set():   # then the dense half, from the same files
             on_host = {rel: path for path, rel, _ in _listing(str(root), extensions, skip_dirs)}
-            index.dense.start(index, {}, None, on_host=on_host)
+            index.dense.start(index, {}, None, on_host=on_host, after_first_answer=True)
 
     thread = threading.Thread(target=run, name="find-code-warm", daemon=True)
     index.warming = thread

@@ -148,6 +148,13 @@ def test_the_warm_up_builds_the_dense_half_from_the_host_copy(tmp_path: Path) ->
     assert thread is not None
     thread.join(120)
     assert dense.building is not None
+    dense.building.join(1)
+    assert dense.building.is_alive() and dense.embedded == 0    # it embeds once the first answer is given
+    index.answering.set()
+    index.sync(_shas(FILES), lambda paths: {p: FILES[p] for p in paths})    # the first query ...
+    dense.building.join(0.5)
+    assert dense.building.is_alive()                            # ... still answering
+    index.answering.clear()
     dense.building.join(120)
     assert len(index.files) == 4 and not dense.missing(index) and dense.embedded == 4
     assert rank(index, dense, "make a photo smaller", 1, Stages())[0].chunk.name == "shrink_picture"
