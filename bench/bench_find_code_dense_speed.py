@@ -18,7 +18,7 @@ tree took to embed from an empty cache, and how many chunks.
 from __future__ import annotations
 
 import argparse
-import shutil
+import sqlite3
 import sys
 import tarfile
 import tempfile
@@ -76,6 +76,16 @@ def session(image: str, tree: Path, cache: ChunkCache, dense: bool, warm: bool,
     return out
 
 
+def _copy(source: Path, into: Path) -> None:
+    """A consistent copy of a cache another process may be writing (SQLite's backup, not a file copy)."""
+    src, dst = sqlite3.connect(source), sqlite3.connect(into)
+    try:
+        src.backup(dst)
+    finally:
+        src.close()
+        dst.close()
+
+
 def _wait_for_dense(index: CodeIndex) -> None:
     """Until the warm-up's analysis and then its dense build are done (bounded)."""
     deadline = time.monotonic() + 300
@@ -108,7 +118,7 @@ def main() -> int:
                 rows.append((f"cold, {label}", session(image, tree, ChunkCache(root / f"c{n}{dense}.sqlite3"),
                                                        dense, warm=False)))
                 copy = root / f"w{n}{dense}.sqlite3"
-                shutil.copy(args.warm_cache, copy)
+                _copy(args.warm_cache, copy)
                 rows.append((f"warm, {label}", session(image, tree, ChunkCache(copy), dense, warm=True)))
         if args.embed_cold:
             rows.append(("cold, hybrid, then its dense build",
