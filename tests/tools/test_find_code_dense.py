@@ -27,7 +27,7 @@ def _put_project(agent: Agent) -> None:
 
 
 def test_the_first_answer_is_bm25_while_the_dense_half_is_built_then_the_hybrid(local_box: LocalRuntime) -> None:
-    agent = _agent(local_box)
+    agent = _agent(local_box, find_code_dense=True)
     _put_project(agent)
     first = agent.ok("find_code", query="shrink picture", k=3)
     head = first.split("\n")[0]
@@ -42,8 +42,8 @@ def test_the_first_answer_is_bm25_while_the_dense_half_is_built_then_the_hybrid(
     assert "found by dense #1)" in later.split("\n")[1]
 
 
-def test_dense_switched_off_answers_by_bm25_alone(local_box: LocalRuntime) -> None:
-    agent = _agent(local_box, find_code_dense=False)
+def test_dense_off_by_default_answers_by_bm25_alone(local_box: LocalRuntime) -> None:
+    agent = _agent(local_box)
     _put_project(agent)
     out = agent.ok("find_code", query="shrink picture", k=3)
     assert "(BM25; index:" in out.split("\n")[0] and "still being built" not in out and "dense" not in out
@@ -52,7 +52,7 @@ def test_dense_switched_off_answers_by_bm25_alone(local_box: LocalRuntime) -> No
 
 
 def test_bm25_switched_off_answers_by_dense_alone_and_rerank_adds_the_reread(local_box: LocalRuntime) -> None:
-    agent = _agent(local_box, find_code_bm25=False, find_code_rerank=True)
+    agent = _agent(local_box, find_code_bm25=False, find_code_dense=True, find_code_rerank=True)
     _put_project(agent)
     agent.ok("find_code", query="make a photo smaller", k=3)
     dense = agent.ctx.code_index.dense
