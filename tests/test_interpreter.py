@@ -68,4 +68,4 @@ def _loaded(packed: dict[str, bytes]) -> dict[str, object]:
 
 def test_the_local_model_server_is_started_with_the_current_folder_off_its_path(hostile_project: Path) -> None:
     server = LocalServer(hostile_project / "m.gguf", chat_format="chatml", n_ctx=512)
-    assert server.command()[:4] == [sys.executable, "-P", "-m", "llama_cpp.server"]
+    assert server.command()[:4] == [sys.executable, "-P", "-m", "harness.models.llama_serve"]
