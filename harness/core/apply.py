@@ -50,7 +50,15 @@ from unidiff.patch import PatchSet
 
 from harness import checks
 from harness.core import hostgit
-from harness.core.binary_patch import SHOWN_BYTES, BinaryChange, BinaryPatchError, Content, binary_changes, blob_id
+from harness.core.binary_patch import (
+    SHOWN_BYTES,
+    ZERO,
+    BinaryChange,
+    BinaryPatchError,
+    Content,
+    binary_changes,
+    blob_id,
+)
 from harness.core.binary_patch import describe as describe_change
 from harness.core.sources import GIT_IDENTITY
 from harness.errors import TaskError, UnsafePathError
@@ -440,7 +448,7 @@ def describe_binary(run: RunRecord, changes: list[BinaryChange], head: str | Non
     for change in changes:
         sides: list[Content] = []
         for blob in (change.old_blob, change.new_blob):
-            if blob != "0" * 40 and blob not in after:
+            if blob != ZERO and blob not in after:
                 raise PatchConflict(f"refusing to apply: the patch's binary change of {change.path!r} names blob "
                                     f"{blob[:12]}, which applying it to the starting files did not give; "
                                     "nothing was written")

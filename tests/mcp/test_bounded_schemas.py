@@ -14,7 +14,6 @@ import pytest
 
 from harness.config import Config
 from harness.errors import HarnessError
-from harness.mcp.specs import EXAMPLE  # noqa: F401 - the spec module must import without the SDK
 from harness.messages import ToolUse
 from harness.tools.base import Effect, Tool, ToolContext
 from harness.tools.catalog import Catalog, default_catalog
