@@ -6,6 +6,9 @@ One absolute path per line, appended (O_APPEND, a link there refused); reading k
 `KEEP` distinct entries that are still folders reached through no link in any component
 (`checks.dir_beneath` from `/`: the line is written resolved, so a link on its way came later).
 Nothing else is stored: the folders themselves say what they hold.
+
+`write_session_result` writes a run's result.json, the `SessionResult` record (harness.core.records)
+the web console and `harness run --json` read back.
 """
 
 from __future__ import annotations
@@ -14,10 +17,17 @@ import os
 from pathlib import Path
 
 from harness import checks
+from harness.core.records import SessionResult
 from harness.errors import UnsafePathError
+from sandbox.text import safe_json
 
 FILE = "outputs.txt"
 KEEP = 2000
+
+
+def write_session_result(path: Path, result: SessionResult) -> None:
+    """Write `result` as the run's result.json (0600, never through a link), with its schema version."""
+    checks.write_file(path, safe_json(result.to_dict(), indent=2) + "\n")
 
 
 def record_output(state_dir: Path, folder: Path) -> None:

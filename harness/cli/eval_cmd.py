@@ -16,13 +16,13 @@ import re
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
 from harness.cli.common import EXIT_INFRA, print_safe, stderr_progress
 from harness.cli.run_cmd import add_session_options, apply_options
 from harness.config import Config, Secrets, load
+from harness.core.records import EvalReport
 from harness.core.sources import DEFAULT_URL_TEMPLATE
 from harness.core.task import Task, find_task_dirs, load_task
 from harness.errors import ConfigError
@@ -126,7 +126,7 @@ def _run(args: argparse.Namespace) -> int:
                                f"counts them, the others as incomplete); to continue, run the same command {again}")
         raise
     _print(report, out, args.json)
-    return EXIT_INFRA if report["error_instances"] else 0
+    return EXIT_INFRA if report.error_instances else 0
 
 
 def _check_backend(args: argparse.Namespace) -> None:
@@ -206,7 +206,7 @@ def _default_out(args: argparse.Namespace) -> Path:
 
 
 def _evaluate(tasks: list[Task], options: EvalOptions, config: Config, secrets: Secrets,
-              predictions: dict[str, Prediction] | None, *, quiet: bool) -> dict[str, Any]:
+              predictions: dict[str, Prediction] | None, *, quiet: bool) -> EvalReport:
     console = Console(stderr=True)
     if quiet or not console.is_terminal:
         return run_evaluation(tasks, options, config, secrets, predictions=predictions,
@@ -215,14 +215,15 @@ def _evaluate(tasks: list[Task], options: EvalOptions, config: Config, secrets: 
         return run_evaluation(tasks, options, config, secrets, predictions=predictions, events=events)
 
 
-def _print(report: dict[str, Any], out: Path, as_json: bool) -> None:
+def _print(report: EvalReport, out: Path, as_json: bool) -> None:
+    data = report.to_dict()
     if as_json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(data, indent=2))
         return
 
     console = Console()
-    console.print(summary_table(report))
-    by_repo = repository_summary(report)
+    console.print(summary_table(data))
+    by_repo = repository_summary(data)
     if by_repo is not None:
         console.print(by_repo)
     print_safe(sys.stdout, f"results in {out}/ (report.json, predictions.jsonl, instances/)")

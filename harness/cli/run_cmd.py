@@ -24,6 +24,7 @@ from harness import checks
 from harness.approval.wiring import resolve_mode
 from harness.cli.common import EXIT_FAILED, EXIT_INFRA, print_safe, safe_line, stderr_progress
 from harness.config import APPROVAL_MODES, Config, Secrets, load
+from harness.core.records import SessionResult
 from harness.core.task import Task, load_task
 from harness.errors import ConfigError, TaskError
 from harness.inplace import RepoTask, read_problem, repo_task, selection_lines, write_base
@@ -222,7 +223,8 @@ def _run_task(args: argparse.Namespace, config: Config, secrets: Secrets, task: 
         except TaskError as exc:
             print_safe(sys.stderr, f"harness apply cannot take this run's patch: {exc}; it is in {out}/patch.diff")
     if args.json:   # ASCII JSON: the same data, with nothing a terminal would act on
-        print(json.dumps(json.loads((out / "result.json").read_text()), indent=2))
+        result = out / "result.json"
+        print(json.dumps(SessionResult.from_dict(json.loads(result.read_text()), str(result)).to_dict(), indent=2))
     else:
         print_summary(task, outcome)
         if repo is not None and outcome.patch.strip():

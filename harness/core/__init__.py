@@ -4,6 +4,17 @@ Modules here import only the standard library, third-party libraries and the bot
 `harness.checks` and `harness.errors`; never session, loop, tools, models, approval, evaluation or cli.
 """
 
+from harness.core.records import (
+    DoneRecord,
+    EvalReport,
+    EvalRun,
+    InstanceReport,
+    InstanceStatus,
+    Record,
+    RecordError,
+    RunSettings,
+    SessionResult,
+)
 from harness.core.sources import (
     GIT_IDENTITY,
     PatchOutcome,
@@ -17,6 +28,8 @@ from harness.core.sources import (
 from harness.core.task import Environment, Task, check_task, find_task_dirs, load_task, task_from_meta
 
 __all__ = [
+    "DoneRecord", "EvalReport", "EvalRun", "InstanceReport", "InstanceStatus", "Record", "RecordError", "RunSettings",
+    "SessionResult",
     "Environment", "GIT_IDENTITY", "PatchOutcome", "Task", "cache_dir", "check_patch", "check_task", "checkout_commit",
     "extract_tarball", "find_task_dirs", "load_task", "patched_files", "sources_root", "task_from_meta",
 ]

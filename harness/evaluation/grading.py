@@ -30,8 +30,8 @@ import json
 import os
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
 
+from harness.core.records import InstanceReport
 from harness.core.sources import GIT_IDENTITY, patched_files
 from harness.core.task import Task
 from harness.evaluation.log_parsers import parse_log
@@ -144,19 +144,20 @@ class Grade:
     def test_seconds(self) -> float:
         return sum(r.duration for r in self.runs)
 
-    def report(self, instance_id: str) -> dict[str, Any]:
+    def report(self, instance_id: str) -> InstanceReport:
         """SWE-bench's per-instance report.json shape, plus our grading details."""
-        entry: dict[str, Any] = {"patch_is_None": not self.patch_exists, "patch_exists": self.patch_exists,
-                                 "patch_successfully_applied": self.patch_applied, "resolved": self.resolved,
-                                 "patch_applied_with": self.patch_command}
-        if self.runs:
-            entry["tests_status"] = self.runs[0].verdict.to_dict()
-            entry["tests_rejected"] = self.rejected.to_dict() if self.rejected is not None else None
-            entry["runs"] = [{"resolved": r.resolved, "exit_code": r.exit_code, "timed_out": r.timed_out,
-                              "duration": round(r.duration, 3),
-                              "rejected": r.rejected.reason if r.rejected is not None else None} for r in self.runs]
-            entry["flaky"] = self.flaky
-        return {instance_id: entry}
+        graded = bool(self.runs)
+        return InstanceReport(
+            instance_id=instance_id, patch_is_None=not self.patch_exists, patch_exists=self.patch_exists,
+            patch_successfully_applied=self.patch_applied, resolved=self.resolved,
+            patch_applied_with=self.patch_command,
+            tests_status=self.runs[0].verdict.to_dict() if graded else None,
+            tests_rejected=self.rejected.to_dict() if graded and self.rejected is not None else None,
+            runs=[{"resolved": r.resolved, "exit_code": r.exit_code, "timed_out": r.timed_out,
+                   "duration": round(r.duration, 3),
+                   "rejected": r.rejected.reason if r.rejected is not None else None}
+                  for r in self.runs] if graded else None,
+            flaky=self.flaky if graded else None)
 
 
 def grade_patch(task: Task, model_patch: str | None, image: str, *, runs: int = 1, timeout: float = 900.0,

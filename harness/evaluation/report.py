@@ -21,22 +21,24 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, cast, get_args
 
+from harness.core.records import DoneRecord, EvalReport, RecordError
+from harness.core.records import InstanceStatus as InstanceStatus  # re-exported: the evaluation's statuses
 from harness.errors import UnsafePathError
 from harness.loop import StopReason
 from sandbox.text import safe_json
 
-InstanceStatus = Literal["resolved", "unresolved", "patch_failed", "empty_patch", "error", "unsupported"]
-"""How one instance ended: graded (the first three), no patch to grade, the infrastructure failed, or
-its environment cannot be built offline (the reason in `error`; never counted as unresolved)."""
 DONE = "done"
 
 
 @dataclass
 class InstanceRecord:
+    """One instance's record while it runs: each stage fills in its part; `done()` is the frozen record
+    the `done` marker holds (`DoneRecord`), `from_done` the way back on --resume."""
+
     instance_id: str
     status: InstanceStatus
     model_name_or_path: str
@@ -60,8 +62,34 @@ class InstanceRecord:
     def resolved(self) -> bool:
         return self.status == "resolved"
 
+    def done(self) -> DoneRecord:
+        return DoneRecord(
+            instance_id=self.instance_id, status=self.status, model_name_or_path=self.model_name_or_path,
+            model_patch=self.model_patch, error=self.error, duration=self.duration, durations=dict(self.durations),
+            turns=self.turns, tokens=dict(self.tokens), cost_usd=self.cost_usd, stop_reason=self.stop_reason,
+            flaky=self.flaky, tests_resolved=self.tests_resolved, infra_retries=self.infra_retries, repo=self.repo,
+            python_requested=self.python_requested, python_used=self.python_used,
+            failure_reason=self.failure_reason)
+
+    @classmethod
+    def from_done(cls, d: DoneRecord) -> InstanceRecord | None:
+        """The record `d` holds; None when it names no instance or status (not a whole record)."""
+        if d.instance_id is None or d.status is None:
+            return None
+        return cls(instance_id=d.instance_id, status=d.status, model_name_or_path=d.model_name_or_path or "",
+                   model_patch=d.model_patch, error=d.error, duration=d.duration or 0.0, durations=dict(d.durations),
+                   turns=d.turns, tokens=dict(d.tokens), cost_usd=d.cost_usd,
+                   stop_reason=_stop_reason(d.stop_reason), flaky=bool(d.flaky), tests_resolved=d.tests_resolved,
+                   infra_retries=d.infra_retries, repo=d.repo, python_requested=d.python_requested,
+                   python_used=d.python_used, failure_reason=d.failure_reason)
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return self.done().to_dict()
+
+
+def _stop_reason(value: str | None) -> StopReason | None:
+    """A recorded stop reason as the loop's Literal (one the loop no longer knows is dropped)."""
+    return cast(StopReason, value) if value is None or value in get_args(StopReason) else None
 
 
 def instance_dir(out: Path, instance_id: str) -> Path:
@@ -74,16 +102,23 @@ def write_done(folder: Path, record: InstanceRecord) -> None:
 
 
 def read_done(folder: Path) -> InstanceRecord | None:
+    """The instance's record, or None when it is not finished: no marker, or one torn or of the wrong
+    shape (the instance is rerun from scratch)."""
     marker = folder / DONE
     if not marker.is_file():
         return None
     try:
-        return InstanceRecord(**json.loads(marker.read_text()))
-    except (json.JSONDecodeError, TypeError):
+        return InstanceRecord.from_done(DoneRecord.from_dict(json.loads(marker.read_text()), str(marker)))
+    except (json.JSONDecodeError, RecordError):
         return None
 
 
 def write_outputs(out: Path, ids: list[str], records: dict[str, InstanceRecord], model: str) -> dict[str, Any]:
+    """Rebuild predictions.jsonl and report.json from the finished records; returns report.json's object."""
+    return write_report(out, ids, records, model).to_dict()
+
+
+def write_report(out: Path, ids: list[str], records: dict[str, InstanceRecord], model: str) -> EvalReport:
     """Rebuild predictions.jsonl and report.json from the finished records; returns the report."""
     done = [records[i] for i in ids if i in records]
     lines = [safe_json({"instance_id": r.instance_id, "model_name_or_path": r.model_name_or_path,
@@ -91,50 +126,42 @@ def write_outputs(out: Path, ids: list[str], records: dict[str, InstanceRecord],
              for r in done if r.status != "error"]
     write_atomic(out / "predictions.jsonl", "".join(lines))
     report = build_report(ids, records, model)
-    write_atomic(out / "report.json", safe_json(report, indent=2) + "\n")
+    write_atomic(out / "report.json", safe_json(report.to_dict(), indent=2) + "\n")
     return report
 
 
-def build_report(ids: list[str], records: dict[str, InstanceRecord], model: str) -> dict[str, Any]:
+def build_report(ids: list[str], records: dict[str, InstanceRecord], model: str) -> EvalReport:
     def with_status(*statuses: InstanceStatus) -> list[str]:
         return sorted(i for i in ids if i in records and records[i].status in statuses)
 
     completed = with_status("resolved", "unresolved", "patch_failed")
     done = [records[i] for i in ids if i in records]
-    return {
-        "model_name_or_path": model,
-        "total_instances": len(ids), "submitted_instances": len(ids),
-        "completed_instances": len(completed), "resolved_instances": len(with_status("resolved")),
-        "unresolved_instances": len(with_status("unresolved", "patch_failed")),
-        "empty_patch_instances": len(with_status("empty_patch")),
-        "patch_failed_instances": len(with_status("patch_failed")),
-        "error_instances": len(with_status("error")),
-        "incomplete_instances": len([i for i in ids if i not in records]),
-        "flaky_instances": len([r for r in done if r.flaky]),
-        "submitted_ids": sorted(ids), "completed_ids": completed, "resolved_ids": with_status("resolved"),
-        "unresolved_ids": with_status("unresolved", "patch_failed"), "empty_patch_ids": with_status("empty_patch"),
-        "patch_failed_ids": with_status("patch_failed"), "error_ids": with_status("error"),
-        "incomplete_ids": sorted(i for i in ids if i not in records),
-        "flaky_ids": sorted(r.instance_id for r in done if r.flaky),
-        "unsupported_instances": len(with_status("unsupported")), "unsupported_ids": with_status("unsupported"),
-        "totals": _totals(done),
-        "repositories": repository_table(done),
-        "instances": {r.instance_id: _summary(r) for r in done},
-        "schema_version": 2,
-        **_failure_tiers(done),
-    }
-
-
-def _failure_tiers(done: list[InstanceRecord]) -> dict[str, Any]:
-    """SWE-bench 5.0's failure tiers, additive (the ids stay in error_ids / unresolved_ids): an infrastructure
-    error is the environment tier, an unresolved instance with a `failure_reason` the ambiguous tier."""
+    # SWE-bench 5.0's failure tiers, additive (the ids stay in error_ids / unresolved_ids): an infrastructure
+    # error is the environment tier, an unresolved instance with a `failure_reason` the ambiguous tier
     reasons = {r.instance_id: "infrastructure_error" for r in done if r.status == "error"}
     reasons |= {r.instance_id: r.failure_reason for r in done if r.status == "unresolved" and r.failure_reason}
     infra = sorted(r.instance_id for r in done if r.status == "error")
     ambiguous = sorted(i for i in reasons if i not in infra)
-    return {"infra_failure_instances": len(infra), "ambiguous_failure_instances": len(ambiguous),
-            "infra_failure_ids": infra, "ambiguous_failure_ids": ambiguous,
-            "failure_reasons": dict(sorted(reasons.items()))}
+    return EvalReport(
+        model_name_or_path=model,
+        total_instances=len(ids), submitted_instances=len(ids),
+        completed_instances=len(completed), resolved_instances=len(with_status("resolved")),
+        unresolved_instances=len(with_status("unresolved", "patch_failed")),
+        empty_patch_instances=len(with_status("empty_patch")),
+        patch_failed_instances=len(with_status("patch_failed")),
+        error_instances=len(with_status("error")),
+        incomplete_instances=len([i for i in ids if i not in records]),
+        flaky_instances=len([r for r in done if r.flaky]),
+        submitted_ids=sorted(ids), completed_ids=completed, resolved_ids=with_status("resolved"),
+        unresolved_ids=with_status("unresolved", "patch_failed"), empty_patch_ids=with_status("empty_patch"),
+        patch_failed_ids=with_status("patch_failed"), error_ids=with_status("error"),
+        incomplete_ids=sorted(i for i in ids if i not in records),
+        flaky_ids=sorted(r.instance_id for r in done if r.flaky),
+        unsupported_instances=len(with_status("unsupported")), unsupported_ids=with_status("unsupported"),
+        totals=_totals(done), repositories=repository_table(done),
+        instances={r.instance_id: _summary(r) for r in done},
+        infra_failure_instances=len(infra), ambiguous_failure_instances=len(ambiguous),
+        infra_failure_ids=infra, ambiguous_failure_ids=ambiguous, failure_reasons=dict(sorted(reasons.items())))
 
 
 def _summary(r: InstanceRecord) -> dict[str, Any]:

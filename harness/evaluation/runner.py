@@ -31,6 +31,7 @@ from typing import Any
 
 from harness import checks
 from harness.config import Config, Secrets
+from harness.core.records import EvalReport, EvalRun, RecordError, RunSettings
 from harness.core.task import Task
 from harness.errors import ConfigError
 from harness.evaluation.backends import Backend, Batch
@@ -39,12 +40,12 @@ from harness.evaluation.backends.ray import RayBackend
 from harness.evaluation.instances import Prediction
 from harness.evaluation.options import RUN_LABEL, EvalOptions, StopRequest
 from harness.evaluation.progress import Events, SilentEvents
-from harness.evaluation.report import InstanceRecord, instance_dir, read_done, write_atomic
+from harness.evaluation.report import InstanceRecord, instance_dir, read_done, write_atomic, write_report
 from harness.evaluation.stages import Stages
 
 
 def run_evaluation(tasks: list[Task], options: EvalOptions, config: Config, secrets: Secrets, *,
-                   predictions: Mapping[str, Prediction] | None = None, events: Events | None = None) -> dict[str, Any]:
+                   predictions: Mapping[str, Prediction] | None = None, events: Events | None = None) -> EvalReport:
     """Evaluate `tasks`; returns the report (also written to `options.out_dir`/report.json)."""
     events = events or SilentEvents()
     out = Path(options.out_dir)
@@ -64,7 +65,7 @@ def run_evaluation(tasks: list[Task], options: EvalOptions, config: Config, secr
             backend(options).evaluate(pending, batch)
     finally:
         stages.close()
-    return batch.report()
+    return write_report(out, ids, batch.records, model_name)      # what batch.report() writes, typed
 
 
 @contextmanager
@@ -111,7 +112,7 @@ def _model_name(options: EvalOptions, predictions: Mapping[str, Prediction] | No
 def _prepare_out(out: Path, options: EvalOptions, model_name: str, ids: list[str],
                  config: Config) -> dict[str, InstanceRecord]:
     """Check `out` against --resume and return the records already finished there."""
-    settings = {"model": model_name, "grade_runs": options.grade_runs, "instances": ids}
+    settings = RunSettings(model=model_name, grade_runs=options.grade_runs, instances=ids)
     run_file = out / "run.json"
     if out.exists() or out.is_symlink():
         checks.refuse_links(out)
@@ -119,10 +120,10 @@ def _prepare_out(out: Path, options: EvalOptions, model_name: str, ids: list[str
         if not options.resume:
             raise ConfigError(f"{out} already holds an evaluation (run.json); pass --resume to continue "
                               "it, or choose another --out")
-        _check_same_run(out, json.loads(run_file.read_text()).get("settings", {}), settings)
+        _check_same_run(out, _read_run(run_file).settings, settings)
     checks.private_dir(out)
-    write_atomic(run_file, json.dumps({"settings": settings, "options": _jsonable(options),
-                                       "config": config.to_dict()}, indent=2) + "\n")
+    run = EvalRun(settings=settings, options=_jsonable(options), config=config.to_dict())
+    write_atomic(run_file, json.dumps(run.to_dict(), indent=2) + "\n")
     records: dict[str, InstanceRecord] = {}
     for iid in ids:
         record = read_done(instance_dir(out, iid)) if options.resume else None
@@ -131,15 +132,24 @@ def _prepare_out(out: Path, options: EvalOptions, model_name: str, ids: list[str
     return records
 
 
-def _check_same_run(out: Path, before: dict[str, Any], now: dict[str, Any]) -> None:
-    """--resume continues the same run: the same model, grading runs and instances."""
-    if before.get("model") != now["model"]:
-        raise ConfigError(f"--resume: {out} was run with model {before.get('model')!r}, not "
-                          f"{now['model']!r}; use the same model or another --out")
-    if before.get("grade_runs", now["grade_runs"]) != now["grade_runs"]:
-        raise ConfigError(f"--resume: {out} was run with --grade-runs {before.get('grade_runs')}, not "
-                          f"{now['grade_runs']}; use the same value or another --out")
-    old, new = set(before.get("instances", now["instances"])), set(now["instances"])
+def _read_run(run_file: Path) -> EvalRun:
+    try:
+        return EvalRun.from_dict(json.loads(run_file.read_text()), str(run_file))
+    except (json.JSONDecodeError, RecordError) as exc:
+        raise ConfigError(f"--resume: {run_file} cannot be read ({exc}); use another --out") from exc
+
+
+def _check_same_run(out: Path, before: RunSettings, now: RunSettings) -> None:
+    """--resume continues the same run: the same model, grading runs and instances (a setting the
+    earlier run did not record is not compared)."""
+    if before.model != now.model:
+        raise ConfigError(f"--resume: {out} was run with model {before.model!r}, not "
+                          f"{now.model!r}; use the same model or another --out")
+    if before.grade_runs is not None and before.grade_runs != now.grade_runs:
+        raise ConfigError(f"--resume: {out} was run with --grade-runs {before.grade_runs}, not "
+                          f"{now.grade_runs}; use the same value or another --out")
+    old = set(before.instances if before.instances is not None else now.instances or [])
+    new = set(now.instances or [])
     if old != new:
         raise ConfigError(f"--resume: {out} was run on {len(old)} instance(s) and this command names {len(new)} "
                           f"(missing: {sorted(old - new)[:10]}, new: {sorted(new - old)[:10]}); resume with the "

@@ -159,7 +159,7 @@ def instance_status(patch: str | None, grade: Grade) -> InstanceStatus:
 
 def write_grade_files(folder: Path, task: Task, grade: Grade) -> None:
     checks.write_file(folder / "patch_apply.txt", grade.patch_output + "\n")
-    checks.write_file(folder / "report.json", json.dumps(grade.report(task.id), indent=2) + "\n")
+    checks.write_file(folder / "report.json", json.dumps(grade.report(task.id).to_dict(), indent=2) + "\n")
     for number, run in enumerate(grade.runs, 1):
         name = "test_output.txt" if number == 1 else f"test_output.run{number}.txt"
         checks.write_file(folder / name, run.output)

@@ -8,28 +8,21 @@ one bounded reader (harness.web.records): a planted link or fifo, a gigabyte of 
 record nested 200,000 deep cannot make the console read what it should not, stall or fail; a record
 that cannot be read makes its folder's row `damaged`, with why, and the other folders are listed.
 
-A run is a folder holding `trajectory.jsonl` or `result.json`; an evaluation is a folder holding
-`run.json` and `report.json` or `instances/`. They are found below the console's roots (by default
-`./runs` and the state folder's `runs`), at most `MAX_DEPTH` folders down, links never followed.
-A run or evaluation is named in URLs by its root's number and its path below that root (`0/demo-...`),
-resolved with `checks.child`, which refuses `..`, absolute paths and links on the way.
+The folders are found by `harness.web.folders`; the records they hold are read as the record
+types of `harness.core.records` (leniently, `strict=False`: a value of the wrong type is shown as
+text, as every value is), so a key is spelled once, where the writer spells it too.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, get_args
 
-from harness import checks
-from harness.errors import UnsafePathError
-from harness.outputs import recorded_outputs
+from harness.core.records import DoneRecord, EvalReport, EvalRun, InstanceStatus, Record, SessionResult
 from harness.tools.outbound.preview import safe_text
+from harness.web.folders import MAX_DEPTH, MAX_ENTRIES, Roots, folder_kind, folder_names, mtime
 from harness.web.records import (
     TEXT_CAP,
     Damaged,
@@ -40,17 +33,22 @@ from harness.web.records import (
     read_record,
 )
 
-MAX_DEPTH = 3
-MAX_ENTRIES = 100_000         # entries of one folder looked at (a listing costs memory and time per entry)
 FOLD_LINES = (60, 30)         # a longer text block is sent as its first and last lines, with the count between
 FOLD_CHARS = 60_000           # and one longer than this, whatever its lines, as its head and tail characters
 LIVE_SECONDS = 120            # a run without result.json whose trajectory changed this recently is "running"
 STEP_PAGE = 200
 TEST_OUTPUTS = ("tests.txt", "test_output.txt")
-INSTANCE_STATUSES = ("resolved", "unresolved", "patch_failed", "empty_patch", "error", "unsupported")
+INSTANCE_STATUSES: tuple[str, ...] = get_args(InstanceStatus)
 STATUSES = (*INSTANCE_STATUSES, "incomplete")
 STATES = ("finished", "running", "stopped", "incomplete", "damaged")
 CHANGES = ("broken", "fixed", "changed", "same")
+R = TypeVar("R", bound=Record)
+
+__all__ = [
+    "CHANGES", "FOLD_CHARS", "FOLD_LINES", "LIVE_SECONDS", "MAX_DEPTH", "MAX_ENTRIES", "STATES", "STATUSES",
+    "STEP_PAGE", "Roots", "compare_view", "css_class", "eval_summary", "eval_view", "fold", "folder_kind",
+    "list_runs", "mtime", "read_text", "run_summary", "run_view", "safe_dict", "safe_tree",
+]
 
 
 def css_class(value: object, known: tuple[str, ...]) -> str:
@@ -112,113 +110,6 @@ def fold(text: str) -> dict[str, Any]:
     return out
 
 
-@dataclass
-class Roots:
-    """The folders the console shows, numbered in the order given; with `state_dir`, each output
-    folder `harness run`/`eval` records there (`harness.outputs`) and that is not below a root is added
-    as a root of its own when the list is read, numbered after the others (numbers never change)."""
-    paths: list[Path]
-    state_dir: Path | None = None
-    max_entries: int = MAX_ENTRIES        # entries of one folder looked at
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def refresh(self) -> None:
-        if self.state_dir is None:
-            return
-        recorded = recorded_outputs(self.state_dir)
-        with self._lock:
-            for folder in recorded:
-                if not any(folder == p or folder.is_relative_to(p) for p in self.paths):
-                    self.paths.append(folder)
-
-    def resolve(self, ref: str) -> Path:
-        """The folder named `ref` ("N/path/below/root"), refused when it climbs out or crosses a link."""
-        number, _, rel = ref.partition("/")
-        if number.isdigit() and int(number) >= len(self.paths):
-            self.refresh()
-        if not number.isdigit() or int(number) >= len(self.paths):
-            raise NotFound(f"no run {ref!r}: expected ROOT/PATH with ROOT one of 0..{len(self.paths) - 1}, "
-                           "e.g. \"0/demo-20261201-101500\"")
-        root = self.paths[int(number)]
-        if not rel:
-            return root
-        try:
-            folder = checks.child(root, rel)
-        except UnsafePathError as exc:
-            raise NotFound(str(exc)) from exc
-        if not folder.is_dir() or folder.is_symlink():
-            raise NotFound(f"no run {ref!r}: {folder} is not a folder")
-        return folder
-
-    def walk(self, cut: list[str] | None = None) -> Iterator[tuple[str, Path, str]]:
-        """(ref, folder, kind) of every run and evaluation below the roots (or a root that is one itself,
-        such as a recorded output folder); kind "run" or "eval". A folder of more than `max_entries`
-        entries is looked at for that many only, said in `cut`."""
-        cut = [] if cut is None else cut
-        self.refresh()
-        for number, root in enumerate(self.paths):
-            if not root.is_dir() or root.is_symlink():
-                continue
-            kind = folder_kind(root)
-            if kind is not None:
-                yield str(number), root, kind
-            else:
-                yield from _walk(root, str(number), 0, cut, self.max_entries)
-
-
-def folder_kind(folder: Path) -> str | None:
-    """"eval", "run" or None, from the names the folder holds (looked up one by one, never listed)."""
-    if _has(folder, "run.json") and (_has(folder, "report.json") or _has(folder, "instances")):
-        return "eval"
-    if any(_has(folder, name) for name in ("trajectory.jsonl", "result.json", "done")):
-        return "run"       # an agent session, or an evaluation's instance (graded predictions have no session)
-    return None
-
-
-def _has(folder: Path, name: str) -> bool:
-    try:
-        os.lstat(folder / name)
-    except OSError:
-        return False
-    return True
-
-
-def _entries(folder: Path, cut: list[str], limit: int) -> list[os.DirEntry[str]]:
-    """The folder's first `limit` entries, by name (more are said in `cut`); none when unreadable."""
-    try:
-        with os.scandir(folder) as scan:
-            entries = list(islice(scan, limit + 1))
-    except OSError:
-        return []
-    if len(entries) > limit:
-        cut.append(f"{folder} holds more than {limit:,} entries: {limit:,} of them are looked at")
-        entries = entries[:limit]
-    return sorted(entries, key=lambda e: e.name)
-
-
-def _names(folder: Path, cut: list[str], limit: int) -> set[str]:
-    return {e.name for e in _entries(folder, cut, limit)}
-
-
-def _walk(folder: Path, ref: str, depth: int, cut: list[str], limit: int) -> Iterator[tuple[str, Path, str]]:
-    for entry in _entries(folder, cut, limit):
-        if not entry.is_dir(follow_symlinks=False) or entry.name.startswith("."):
-            continue
-        path, child_ref = Path(entry.path), f"{ref}/{entry.name}"
-        kind = folder_kind(path)
-        if kind is not None:
-            yield child_ref, path, kind
-        elif depth + 1 < MAX_DEPTH:
-            yield from _walk(path, child_ref, depth + 1, cut, limit)
-
-
-def mtime(path: Path) -> float | None:
-    try:
-        return os.lstat(path).st_mtime
-    except OSError:
-        return None
-
-
 def _last_meta(path: Path) -> dict[str, Any]:
     """The meta of the last whole line of a trajectory (read from its last 256 KB only)."""
     try:
@@ -263,53 +154,59 @@ def _damaged(row: dict[str, Any], problems: list[str]) -> dict[str, Any]:
     return safe_dict(row)
 
 
+def _read(kind: type[R], folder: Path, name: str, problems: list[str]) -> R | None:
+    """The record `name` of `folder` as `kind`, read leniently (a value of the wrong type is kept, to be
+    shown as text); None when it is missing or damaged (then why is added to `problems`)."""
+    data = _record(folder, name, problems)
+    return None if data is None else kind.from_dict(data, name, strict=False)
+
+
 def run_summary(ref: str, folder: Path) -> dict[str, Any]:
     """One line of the runs list (a `harness run` folder or an evaluation's instance)."""
     problems: list[str] = []
-    result = _record(folder, "result.json", problems)
-    record = _record(folder, "done", problems)          # an evaluation's instance: its graded record
+    result = _read(SessionResult, folder, "result.json", problems)
+    record = _read(DoneRecord, folder, "done", problems)   # an evaluation's instance: its graded record
     trajectory = folder / "trajectory.jsonl"
     changed = mtime(trajectory) or mtime(folder) or 0.0
     row: dict[str, Any] = {"ref": ref, "kind": "run", "name": folder.name, "changed": changed}
     if result is not None:
-        usage = _dict(result.get("usage"))
-        row.update(task=result.get("task"), model=result.get("model"), stop_reason=result.get("stop_reason"),
-                   tests_passed=result.get("tests_passed"), turns=result.get("turns"),
+        usage = _dict(result.usage)
+        row.update(task=result.task, model=result.model, stop_reason=result.stop_reason,
+                   tests_passed=result.tests_passed, turns=result.turns,
                    tokens={"input": usage.get("input_tokens"), "output": usage.get("output_tokens")},
-                   cost_usd=result.get("cost_usd"),
-                   seconds=_dict(result.get("durations")).get("total"),
-                   finished_at=result.get("finished_at"), state="finished")
+                   cost_usd=result.cost_usd, seconds=_dict(result.durations).get("total"),
+                   finished_at=result.finished_at, state="finished")
     elif record is not None:
-        row.update(task=record.get("instance_id"), model=record.get("model_name_or_path"),
-                   stop_reason=record.get("stop_reason"), turns=record.get("turns"), seconds=record.get("duration"),
-                   cost_usd=record.get("cost_usd"), state="finished")
+        row.update(task=record.instance_id, model=record.model_name_or_path, stop_reason=record.stop_reason,
+                   turns=record.turns, seconds=record.duration, cost_usd=record.cost_usd, state="finished")
     else:
         meta = _last_meta(trajectory)
         row.update(task=folder.name.rsplit("-", 2)[0], turns=meta.get("turn"),
                    state="running" if time.time() - changed < LIVE_SECONDS else "stopped")
     if record is not None:
-        row.update(status=record.get("status"), tests_passed=record.get("tests_resolved"))
+        row.update(status=record.status, tests_passed=record.tests_resolved)
     return _damaged(row, problems)
 
 
 def eval_summary(ref: str, folder: Path) -> dict[str, Any]:
     """One line of the runs list for an evaluation: its totals."""
     problems: list[str] = []
-    report = _record(folder, "report.json", problems)
-    settings = _record(folder, "run.json", problems)
+    report = _read(EvalReport, folder, "report.json", problems)
+    run = _read(EvalRun, folder, "run.json", problems)
     row: dict[str, Any] = {"ref": ref, "kind": "eval", "name": folder.name,
                            "changed": mtime(folder / "report.json") or mtime(folder) or 0.0}
-    if settings is not None:
-        row["model"] = _dict(settings.get("settings")).get("model")
+    if run is not None:
+        row["model"] = run.settings.model
     if report is not None:
-        totals = _dict(report.get("totals"))
+        totals = _dict(report.totals)
         tokens = _dict(totals.get("tokens"))
-        row.update(model=row.get("model") or report.get("model_name_or_path"),
-                   task=f"{safe_text(str(report.get('total_instances', '?')))[:40]} instances",
-                   resolved=report.get("resolved_instances"), total=report.get("total_instances"),
+        total = "?" if report.total_instances is None else report.total_instances
+        row.update(model=row.get("model") or report.model_name_or_path,
+                   task=f"{safe_text(str(total))[:40]} instances",
+                   resolved=report.resolved_instances, total=report.total_instances,
                    turns=totals.get("turns"), cost_usd=totals.get("cost_usd"), seconds=totals.get("duration"),
                    tokens={"input": tokens.get("input_tokens"), "output": tokens.get("output_tokens")},
-                   state="finished" if not report.get("incomplete_instances") else "incomplete")
+                   state="finished" if not report.incomplete_instances else "incomplete")
     else:
         row.update(task="(no report yet)", state="running")
     return _damaged(row, problems)
@@ -341,7 +238,7 @@ def run_view(roots: Roots, ref: str) -> dict[str, Any]:
         raise NotFound(f"{ref!r} is not a run folder (it holds no trajectory.jsonl or result.json)")
     problems: list[str] = []
     cut: list[str] = []
-    names = _names(folder, cut, roots.max_entries)
+    names = folder_names(folder, cut, roots.max_entries)
     tests = next((read_text(folder / n) for n in TEST_OUTPUTS if n in names), None)
     instance = folder.parent.name == "instances" and folder_kind(folder.parent.parent) == "eval"
     return {"summary": run_summary(ref, folder), "result": safe_tree(_record(folder, "result.json", problems)),
@@ -365,26 +262,27 @@ def eval_view(roots: Roots, ref: str) -> dict[str, Any]:
     if folder_kind(folder) != "eval":
         raise NotFound(f"{ref!r} is not an evaluation folder (it holds no run.json with report.json)")
     problems: list[str] = []
-    report = _record(folder, "report.json", problems) or {}
-    present = _names(folder / "instances", problems, roots.max_entries)
+    report = _read(EvalReport, folder, "report.json", problems) or EvalReport()
+    present = folder_names(folder / "instances", problems, roots.max_entries)
     rows = []
-    for iid, row in sorted(_dict(report.get("instances")).items()):
-        if not isinstance(row, dict):
+    for iid, entry in sorted(_dict(report.instances).items()):
+        if not isinstance(entry, dict):
             continue
-        rows.append({"instance_id": iid, "status": row.get("status"), "repo": row.get("repo") or "(none)",
-                     "duration": row.get("duration"), "turns": row.get("turns"), "cost_usd": row.get("cost_usd"),
-                     "stop_reason": row.get("stop_reason"), "error": row.get("error"), "flaky": row.get("flaky"),
+        r = DoneRecord.from_dict(entry, f"report.json: instances: {iid}", strict=False)
+        rows.append({"instance_id": iid, "status": r.status, "repo": r.repo or "(none)",
+                     "duration": r.duration, "turns": r.turns, "cost_usd": r.cost_usd,
+                     "stop_reason": r.stop_reason, "error": r.error, "flaky": r.flaky,
                      "run": f"{ref}/instances/{iid}" if iid in present else None})
-    incomplete = report.get("incomplete_ids")
+    incomplete = report.incomplete_ids
     for iid in incomplete if isinstance(incomplete, list) else []:
         if isinstance(iid, str):
             rows.append({"instance_id": iid, "status": "incomplete", "repo": "(none)",
                          "run": f"{ref}/instances/{iid}" if iid in present else None})
-    for r in rows:
-        r["status_class"] = css_class(r["status"], STATUSES)
-    keys = [k for k in report if k.endswith("_instances")]
-    return safe_dict({"summary": eval_summary(ref, folder), "totals": {k: report[k] for k in keys},
-                      "model": report.get("model_name_or_path"), "instances": rows,
+    for row in rows:
+        row["status_class"] = css_class(row["status"], STATUSES)
+    totals = {k: v for k, v in report.to_dict().items() if k.endswith("_instances") and v is not None}
+    return safe_dict({"summary": eval_summary(ref, folder), "totals": totals,
+                      "model": report.model_name_or_path, "instances": rows,
                       "repositories": _repositories(rows), "settings": _record(folder, "run.json", problems)})
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from harness.core.records import RecordError, SessionResult
 from harness.tools.outbound.preview import safe_text
 from harness.web.records import LINE_CAP, TEXT_CAP, Damaged, NotFound, open_regular, parse_json, read_record
 from harness.web.runs import LIVE_SECONDS, STEP_PAGE, Roots, css_class, fold, mtime, safe_tree
@@ -197,9 +198,10 @@ def steps_view(roots: Roots, trajectories: Trajectories, ref: str, start: int,
 def _finished(folder: Path) -> bool:
     """Whether the run's result.json is there and whole (one being written keeps the page following)."""
     try:
-        return isinstance(read_record(folder / "result.json"), dict)
-    except Damaged:
+        SessionResult.from_dict(read_record(folder / "result.json"), "result.json", strict=False)
+    except (Damaged, RecordError):      # torn, or missing (None) or not an object: not finished
         return False
+    return True
 
 
 def block_view(roots: Roots, trajectories: Trajectories, ref: str, line: int, block: int) -> dict[str, Any]:
