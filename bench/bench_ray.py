@@ -70,7 +70,7 @@ def evaluate(tasks_dir: Path, backend: str, address: str, out: Path) -> dict[str
     options = EvalOptions(out_dir=out, model="gold", workers=SLOTS, labels={"harness.bench": "1"},
                           backend=backend, ray_address=address if backend == "ray" else None)
     t0 = time.perf_counter()
-    report = run_evaluation(tasks, options, config, secrets)
+    report = run_evaluation(tasks, options, config, secrets).to_dict()
     wall = time.perf_counter() - t0
     inside = sum(r["duration"] for r in report["instances"].values())
     n = len(report["instances"])

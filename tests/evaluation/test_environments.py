@@ -72,9 +72,9 @@ def test_install_cmd_installs_the_project_and_a_failed_build_is_an_infrastructur
     config, secrets = config_and_secrets
     report = run_evaluation(tasks, EvalOptions(out_dir=tmp_path / "out", workers=2, labels=TEST_LABELS),
                             config, secrets, predictions={t.id: Prediction(t.id, "gold", t.gold_patch) for t in tasks})
-    assert report["resolved_ids"] == ["greet"]
-    assert report["error_ids"] == ["greet-broken"] and report["unresolved_ids"] == []
-    error = report["instances"]["greet-broken"]["error"]
+    assert report.resolved_ids == ["greet"]
+    assert report.error_ids == ["greet-broken"] and report.unresolved_ids == []
+    error = report.instances["greet-broken"]["error"]
     assert error.startswith("environment: EnvironmentBuildError: building harness-env:")
     assert "returned a non-zero code: 3" in error
     assert "cannot build this" in (tmp_path / "out" / "instances" / "greet-broken" / "error.txt").read_text()

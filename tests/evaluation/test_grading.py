@@ -25,8 +25,9 @@ def _run(resolved: bool, timed_out: bool = False) -> TestRun:
 def test_differing_runs_are_flaky_and_not_resolved():
     grade = Grade(patch_exists=True, patch_applied=True, runs=[_run(True), _run(False), _run(True)])
     assert grade.flaky and not grade.resolved
-    assert grade.report("x")["x"]["runs"][1] == {"resolved": False, "exit_code": 1, "timed_out": False,
-                                                 "duration": 1.0, "rejected": None}
+    runs = grade.report("x").runs
+    assert runs is not None and runs[1] == {"resolved": False, "exit_code": 1, "timed_out": False,
+                                            "duration": 1.0, "rejected": None}
 
 
 def test_agreeing_runs_are_resolved_and_a_timeout_is_not():
@@ -61,4 +62,4 @@ def test_a_test_patch_that_does_not_apply_is_a_task_defect_and_a_bad_model_patch
     assert (grade.patch_applied, grade.runs) == (False, [])
     assert grade.patch_output.startswith("$ git apply --verbose model.patch\nChecking patch cart/cart.py...")
     assert "\n$ patch --batch --forward --fuzz=5 -p1 -i model.patch\n" in grade.patch_output
-    assert grade.patch_command is None and grade.report("cart")["cart"]["patch_applied_with"] is None
+    assert grade.patch_command is None and grade.report("cart").patch_applied_with is None

@@ -63,7 +63,7 @@ def test_the_gold_patch_still_resolves_with_the_guards(wordcount):
     grade = grade_patch(task, (TASKS / "wordcount" / "gold.patch").read_text(), image, labels=TEST_LABELS)
     assert grade.resolved and grade.rejected is None
     assert grade.patch_command == "git apply --verbose"
-    entry = grade.report(task.id)[task.id]
+    entry = grade.report(task.id).to_dict()[task.id]
     assert (entry["patch_applied_with"], entry["tests_rejected"], entry["runs"][0]["rejected"]) == (
         "git apply --verbose", None, None)
 
@@ -77,7 +77,7 @@ def test_fake_passed_lines_and_exit_0_before_the_suite_runs_are_rejected(wordcou
     assert run.verdict.resolved          # the lists alone (the code before the guards) resolved it
     assert not grade.resolved and run.rejected is not None and run.rejected.reason == "no_sign_suite_ran"
     assert "no summary line of the test runner (pytest's `N passed in 1.2s` line" in run.rejected.detail
-    assert grade.report(task.id)[task.id]["tests_rejected"]["reason"] == "no_sign_suite_ran"
+    assert grade.report(task.id).tests_rejected["reason"] == "no_sign_suite_ran"
 
 
 def test_a_runner_made_to_exit_before_running_any_test_is_rejected(wordcount):
@@ -151,12 +151,12 @@ def test_report_v2_lists_infrastructure_and_ambiguous_failures_without_leaving_t
                "c": InstanceRecord("c", "unresolved", "m", failure_reason="no_sign_suite_ran"),
                "d": InstanceRecord("d", "unresolved", "m"), "e": InstanceRecord("e", "patch_failed", "m")}
     report = build_report(sorted(records), records, "m")
-    assert report["schema_version"] == 2
-    assert (report["infra_failure_ids"], report["ambiguous_failure_ids"]) == (["b"], ["c"])
-    assert report["failure_reasons"] == {"b": "infrastructure_error", "c": "no_sign_suite_ran"}
-    assert (report["infra_failure_instances"], report["ambiguous_failure_instances"]) == (1, 1)
-    assert report["unresolved_ids"] == ["c", "d", "e"] and report["error_ids"] == ["b"]   # still counted
-    assert report["instances"]["c"]["failure_reason"] == "no_sign_suite_ran"
+    assert report.to_dict()["schema_version"] == 2
+    assert (report.infra_failure_ids, report.ambiguous_failure_ids) == (["b"], ["c"])
+    assert report.failure_reasons == {"b": "infrastructure_error", "c": "no_sign_suite_ran"}
+    assert (report.infra_failure_instances, report.ambiguous_failure_instances) == (1, 1)
+    assert report.unresolved_ids == ["c", "d", "e"] and report.error_ids == ["b"]   # still counted
+    assert report.instances["c"]["failure_reason"] == "no_sign_suite_ran"
 
 
 def test_an_evaluation_of_a_fake_passed_prediction_reports_its_reason(tmp_path, docker_client, config_and_secrets):
@@ -166,9 +166,9 @@ def test_an_evaluation_of_a_fake_passed_prediction_reports_its_reason(tmp_path, 
     config, secrets = config_and_secrets
     report = run_evaluation([task], EvalOptions(out_dir=tmp_path / "out", workers=1, labels=TEST_LABELS), config,
                             secrets, predictions=load_predictions(tmp_path / "preds.jsonl"))
-    assert report["unresolved_ids"] == ["wordcount"] and report["resolved_ids"] == []
-    assert report["ambiguous_failure_ids"] == ["wordcount"]
-    assert report["failure_reasons"] == {"wordcount": "no_sign_suite_ran"}
+    assert report.unresolved_ids == ["wordcount"] and report.resolved_ids == []
+    assert report.ambiguous_failure_ids == ["wordcount"]
+    assert report.failure_reasons == {"wordcount": "no_sign_suite_ran"}
     folder = tmp_path / "out" / "instances" / "wordcount"
     assert json.loads((folder / "done").read_text())["failure_reason"] == "no_sign_suite_ran"
     assert json.loads((folder / "grading.json").read_text())[0]["rejected"]["reason"] == "no_sign_suite_ran"

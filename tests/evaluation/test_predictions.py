@@ -44,12 +44,12 @@ def test_predictions_are_graded_and_each_outcome_is_reported_distinctly(tmp_path
                                                                         "return total // per_page + 7")
     report = _grade(tmp_path, {"wordcount": (TASKS / "wordcount" / "gold.patch").read_text(),
                                "cart": CHEAT, "pagination": broken, "envconfig": ""}, config_and_secrets)
-    assert report["model_name_or_path"] == "other-agent"
-    assert report["resolved_ids"] == ["wordcount"]
-    assert report["unresolved_ids"] == ["cart", "pagination"]
-    assert report["patch_failed_ids"] == ["pagination"]
-    assert report["empty_patch_ids"] == ["envconfig"]
-    assert (report["completed_instances"], report["error_instances"]) == (3, 0)
+    assert report.model_name_or_path == "other-agent"
+    assert report.resolved_ids == ["wordcount"]
+    assert report.unresolved_ids == ["cart", "pagination"]
+    assert report.patch_failed_ids == ["pagination"]
+    assert report.empty_patch_ids == ["envconfig"]
+    assert (report.completed_instances, report.error_instances) == (3, 0)
     out = tmp_path / "out"
     apply_log = (out / "instances" / "pagination" / "patch_apply.txt").read_text()
     assert "patch does not apply" in apply_log
@@ -66,7 +66,7 @@ def test_predictions_are_graded_and_each_outcome_is_reported_distinctly(tmp_path
 def test_grade_runs_rerun_the_tests_and_agree_on_a_stable_task(tmp_path, docker_client, config_and_secrets):
     report = _grade(tmp_path, {"wordcount": (TASKS / "wordcount" / "gold.patch").read_text()},
                     config_and_secrets, grade_runs=2)
-    assert report["resolved_ids"] == ["wordcount"] and report["flaky_ids"] == []
+    assert report.resolved_ids == ["wordcount"] and report.flaky_ids == []
     runs = json.loads((tmp_path / "out" / "instances" / "wordcount" / "grading.json").read_text())
     assert [r["resolved"] for r in runs] == [True, True]
     assert (tmp_path / "out" / "instances" / "wordcount" / "test_output.run2.txt").is_file()

@@ -51,7 +51,7 @@ def test_resume_keeps_finished_instances_and_reruns_half_finished_ones(tmp_path,
 
     assert finished.stat().st_mtime_ns == stamp
     assert (half / "done").is_file() and not (half / "leftover.txt").exists()
-    assert report["resolved_ids"] == ["cart", "wordcount"]
+    assert report.resolved_ids == ["cart", "wordcount"]
     ids = [json.loads(x)["instance_id"] for x in (out / "predictions.jsonl").read_text().splitlines()]
     assert sorted(ids) == ["cart", "wordcount"]
 

@@ -194,6 +194,6 @@ def test_a_half_written_record_is_not_taken_as_finished(tmp_path: Path, docker_c
     report = run_evaluation(tasks, EvalOptions(out_dir=out, resume=True, labels={"harness.test": "1"}), config,
                             secrets, predictions=preds)
 
-    assert report["resolved_ids"] == ["cart", "wordcount"]
+    assert report.resolved_ids == ["cart", "wordcount"]
     assert json.loads(cut.read_text())["status"] == "resolved" and not (cut.parent / ".done.tmp").exists()
     assert done_stamps(out)["wordcount"] == kept

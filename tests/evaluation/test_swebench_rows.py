@@ -120,11 +120,11 @@ def test_the_report_has_a_row_per_repository_and_lists_unsupported_apart() -> No
         "c": InstanceRecord("c", "patch_failed", "gold", repo="django/django", duration=5.0),
     }
     report = build_report(["a", "b", "c"], records, "gold")
-    assert report["unsupported_ids"] == ["b"] and report["unresolved_ids"] == ["c"]
-    assert report["repositories"]["django/django"] == {"instances": 2, "resolved": 1, "unresolved": 1,
+    assert report.unsupported_ids == ["b"] and report.unresolved_ids == ["c"]
+    assert report.repositories["django/django"] == {"instances": 2, "resolved": 1, "unresolved": 1,
                                                        "unsupported": 0, "errors": 0, "empty_patch": 0,
                                                        "time": 15.0}
-    assert report["repositories"]["astropy/astropy"]["unsupported"] == 1
+    assert report.repositories["astropy/astropy"]["unsupported"] == 1
 
 
 def _mirror(tmp_path: Path) -> tuple[str, str]:
