@@ -9,6 +9,11 @@ Layout of `--out DIR`::
                               test_output.txt, patch_apply.txt, report.json (SWE-bench's per-instance
                               shape), error.txt (infrastructure errors) and `done`, written last
 
+Each JSON file is one record type of `harness.core.records` with its schema version: run.json
+`EvalRun`, report.json `EvalReport`, an instance's report.json `InstanceReport`, result.json
+`SessionResult`, `done` a `DoneRecord` (`InstanceRecord.done()`; `InstanceRecord` is the record
+while its stages fill it in).
+
 `done` holds the instance's record; an instance folder without it is half-finished and is rerun from
 scratch. predictions.jsonl and report.json are rebuilt from the `done` records, so an interrupted
 and resumed run never loses or duplicates a line.
