@@ -1,5 +1,8 @@
 """One repair session: a fresh sandbox holding the task's files, the agent loop, the patch; then the tests,
-in another fresh sandbox holding only the starting files and the patch (`fresh_verdict`).
+in another fresh sandbox holding only the starting files and the patch (`harness.verdict`).
+
+Each attempt's workspace (sandbox, baseline, catalog, context) comes from `harness.assembly.open_workspace`,
+the one assembly every kind of session uses.
 
 `run_session` writes into `out_dir`: trajectory.jsonl (appended live), patch.diff (the agent's
 change as a unified diff against the starting files), tests.txt and result.json (stop reason, turns,
@@ -21,11 +24,8 @@ link planted in a reused output folder is refused instead of overwriting what it
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import resources
@@ -33,67 +33,30 @@ from pathlib import Path
 from typing import Any
 
 from harness import checks
-from harness.approval.wiring import outbound_tools_for_session
+from harness.approval.wiring import make_gate
+from harness.assembly import Workspace, open_workspace, session_image
 from harness.config import Config, Secrets
+from harness.core.records import SessionResult
 from harness.core.task import Task
-from harness.environments.images import ensure_env_image, sandbox_image
 from harness.errors import ModelError
 from harness.loop import AgentLoop, LoopResult, StepEvent, StopReason
 from harness.messages import Message, TextBlock, system, user
 from harness.models.base import Model, Usage
-from harness.patching import apply_in_sandbox
-from harness.tools.base import ToolContext
-from harness.tools.catalog import default_catalog
+from harness.outputs import write_session_result
 from harness.tools.retrieval.chunk_cache import shared_cache
 from harness.tools.retrieval.code_index import CodeIndex
 from harness.tools.retrieval.find_code import warm_index
 from harness.trajectory import TrajectoryWriter, read_lines
-from harness.workspace import replay, run_task_tests, sandbox_patch, start_baseline
-from sandbox.api import ExecResult, Progress, SandboxSpec, quiet
-from sandbox.docker_sandbox import DockerSandbox
+from harness.verdict import StartedAhead, Verdict, fresh_verdict, session_spec, verdict_spec
+from harness.workspace import replay
+from sandbox.api import ExecResult
 from sandbox.errors import SandboxUnavailable
-from sandbox.pool import SandboxPool, open_sandbox
-from sandbox.text import safe_json
+from sandbox.pool import SandboxPool
+
+__all__ = ["Attempt", "SessionOutcome", "SessionProgress", "StartedAhead", "Verdict", "fresh_verdict", "prompt",
+           "run_session", "session_image", "session_spec", "verdict_spec", "write_result"]
 
 SessionProgress = Callable[[StepEvent | str], None]
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The task's tests on the attempt's patch, taken as `harness eval` takes them: in a fresh sandbox
-    holding only the starting files with the patch applied, never in the agent's own (where a process
-    the agent left could change the tree or the test run after the patch was computed)."""
-
-    sandbox: str                # the session name of the sandbox the tests ran in
-    patch_applied: bool
-    patch_output: str           # what git apply / patch said
-    tests: ExecResult | None    # None when the patch did not apply
-    seconds: float              # the sandbox's start, the copy, the patch and the tests
-
-    @property
-    def passed(self) -> bool:
-        return self.patch_applied and self.tests is not None and self.tests.ok
-
-    @property
-    def exit_code(self) -> int | None:
-        return self.tests.exit_code if self.tests is not None else None
-
-    def output(self, limit: int) -> str:
-        """The end of the test output, or what the patch tools said when it did not apply."""
-        if self.tests is None:
-            return f"the patch did not apply to the starting files:\n{self.patch_output[-limit:]}"
-        return _tail(self.tests, limit)
-
-    def record(self, task: Task) -> str:
-        """tests.txt: where the tests ran, the command, its exit code and the end of its output."""
-        return (f"# in a fresh sandbox ({self.sandbox}) holding the starting files and the patch\n"
-                f"$ {task.test_cmd}\n[exit {self.exit_code if self.exit_code is not None else 'none'}]\n"
-                f"{self.output(100_000)}\n")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"where": "fresh sandbox: the starting files and the patch", "sandbox": self.sandbox,
-                "patch_applied": self.patch_applied, "exit_code": self.exit_code, "passed": self.passed,
-                "seconds": round(self.seconds, 3)}
 
 
 @dataclass(frozen=True)
@@ -178,108 +141,32 @@ def run_session(task: Task, model: Model, config: Config, out_dir: Path, *, imag
     return outcome
 
 
-def session_image(task: Task, config: Config, progress: Progress = quiet) -> str:
-    """The image a session of `task` runs in: the sandbox image (config.sandbox.image, or the one
-    built for the task's Python), plus the task's requirements and install_cmd when it has any (the
-    same environment image `harness eval` grades in)."""
-    base = sandbox_image(config, task.python or config.sandbox.python, progress, task=task)
-    if not task.requirements and not task.install_cmd and task.environment is None:
-        return base
-    return ensure_env_image(task, base, progress=progress)
-
-
-def session_spec(task: Task, config: Config, image: str, labels: Mapping[str, str]) -> SandboxSpec:
-    """The sandbox one attempt of `task` runs in (a new session name each time)."""
-    return SandboxSpec(image=image, session=f"{task.id}-{uuid.uuid4().hex[:8]}", project_dir=task.repo_dir,
-                       limits=config.sandbox.limits, labels={"harness.kind": "session", **labels},
-                       project_from_image=task.environment is not None)
-
-
-def verdict_spec(task: Task, config: Config, image: str, labels: Mapping[str, str]) -> SandboxSpec:
-    """The fresh sandbox an attempt's tests run in: the session's image, files and limits, a new name."""
-    spec = session_spec(task, config, image, labels)
-    return dataclasses.replace(spec, session=f"verdict-{spec.session}",
-                               labels={**spec.labels, "harness.kind": "verdict"})
-
-
-def fresh_verdict(task: Task, patch: str, config: Config, spec: SandboxSpec,
-                  sandboxes: SandboxPool | None = None, *, ahead: StartedAhead | None = None) -> Verdict:
-    """Start `spec`'s sandbox (the starting files only), or take it from `ahead` (started while the agent
-    worked), apply `patch` there as grading does, run the task's test command, and remove the sandbox.
-
-    Raises:
-        SandboxError: Docker failed (an infrastructure error, not a failing test).
-    """
-    started = time.monotonic()
-    with (ahead.take() if ahead is not None else open_sandbox(spec, sandboxes)) as box:
-        applied = apply_in_sandbox(box, patch, "session")
-        tests = run_task_tests(box, task, config) if applied.applied else None
-    return Verdict(box.session, applied.applied, applied.output, tests, time.monotonic() - started)
-
-
-class StartedAhead:
-    """A sandbox started in a thread while the caller goes on (the verdict's, while the agent works: it
-    holds the starting files only, and nothing of the agent's reaches another container). `take()`
-    waits for it and hands it over, or raises what its start raised; `discard()` removes it if it was
-    never taken."""
-
-    def __init__(self, spec: SandboxSpec, sandboxes: SandboxPool | None = None) -> None:
-        self._future: Future[DockerSandbox] = Future()
-        self._taken = False
-        threading.Thread(target=self._start, args=(spec, sandboxes), name=f"start-{spec.session}",
-                         daemon=True).start()
-
-    def _start(self, spec: SandboxSpec, sandboxes: SandboxPool | None) -> None:
-        try:
-            self._future.set_result(open_sandbox(spec, sandboxes))
-        except BaseException as exc:  # noqa: BLE001 - handed to take(), which raises it
-            self._future.set_exception(exc)
-
-    def take(self) -> DockerSandbox:
-        self._taken = True
-        return self._future.result()
-
-    def discard(self) -> None:
-        if self._taken:
-            return
-        self._taken = True
-        try:
-            box = self._future.result()
-        except BaseException:  # noqa: BLE001 - it never started: nothing to remove, the caller's error matters
-            return
-        box.close()
-
-
 def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, number: int,
              notes: list[str], say: SessionProgress, resume_from: Path | None, labels: dict[str, str],
              sandboxes: SandboxPool | None) -> Attempt:
     spec = session_spec(task, config, image, labels)
-    session = spec.session
     checks.private_dir(where)
     t0 = time.monotonic()
     index = CodeIndex(cache=shared_cache())
     ahead: StartedAhead | None = None
     if config.tools.prewarm_index:      # from the host's copy, while the sandbox starts and the model reads
         warm_index(index, task.repo_dir, config.tools)
+    run_dir = where.parent if where.name.startswith("attempt-") else where
+    run_dir = resume_from.parent if resume_from else run_dir
     try:
-        with open_sandbox(spec, sandboxes) as box:
-            baseline = start_baseline(box)
+        with open_workspace(spec, config, make_gate(config, config.approval.mode), pool=sandboxes, code_index=index,
+                            key_scope=f"run:{run_dir.resolve()}") as workspace:   # outbound keys: the run's
             if task.test_cmd:   # the verdict's sandbox comes up while the agent works
                 verdict_box = verdict_spec(task, config, image, labels)
                 ahead = StartedAhead(verdict_box, sandboxes)
-            tools, approver = outbound_tools_for_session(config, session, config.approval.mode)
-            catalog = default_catalog(config, extra=tools)
-            run_dir = where.parent if where.name.startswith("attempt-") else where
-            run_dir = resume_from.parent if resume_from else run_dir
-            ctx = ToolContext(sandbox=box, session=session, approver=approver, code_index=index,
-                              key_scope=f"run:{run_dir.resolve()}")     # outbound keys: the run's, resumes too
             writer = TrajectoryWriter(where / "trajectory.jsonl")
-            messages = _start_messages(task, notes, number, resume_from, catalog, ctx, writer, say)
+            messages = _start_messages(task, notes, number, resume_from, workspace, writer, say)
             setup = time.monotonic() - t0
             say("agent running")
-            loop = AgentLoop(model, catalog, ctx, config, trajectory=writer, progress=say).run(messages)
+            loop = AgentLoop(model, workspace.catalog, workspace.context, config, trajectory=writer,
+                             progress=say).run(messages)
             index.stop_warming.set()
-            patch, dead = _patch_of(box, baseline, loop)
+            patch, dead = _patch_of(workspace, loop)
             checks.write_file(where / "patch.diff", patch)
         verdict = None
         if ahead is not None and dead is None:   # the agent's sandbox is gone, and whatever of the agent's ran there
@@ -290,28 +177,28 @@ def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, 
         index.stop_warming.set()
         if ahead is not None:
             ahead.discard()
-    return Attempt(number, session, loop, patch, verdict, setup, catalog.specs(), unavailable=dead)
+    return Attempt(number, spec.session, loop, patch, verdict, setup, workspace.catalog.specs(), unavailable=dead)
 
 
-def _patch_of(box: DockerSandbox, baseline: Any, loop: LoopResult) -> tuple[str, SandboxUnavailable | None]:
+def _patch_of(workspace: Workspace, loop: LoopResult) -> tuple[str, SandboxUnavailable | None]:
     """The attempt's patch, or none and the reason when the loop stopped because the sandbox died."""
     try:
-        return sandbox_patch(box, baseline), None
+        return workspace.patch(), None
     except SandboxUnavailable as exc:
         if loop.stop_reason != "sandbox_unavailable":
             raise
         return "", exc
 
 
-def _start_messages(task: Task, notes: list[str], number: int, resume_from: Path | None, catalog: Any,
-                    ctx: ToolContext, writer: TrajectoryWriter, say: SessionProgress) -> list[Message]:
+def _start_messages(task: Task, notes: list[str], number: int, resume_from: Path | None, workspace: Workspace,
+                    writer: TrajectoryWriter, say: SessionProgress) -> list[Message]:
     if resume_from is not None:
         lines = read_lines(resume_from)
         messages = [Message.from_dict(d) for d in lines]
         for line, m in zip(lines, messages, strict=False):
             writer.write(m, line.get("meta"))
         say(f"resuming: replaying {sum(len(m.tool_uses) for m in messages)} recorded call(s)")
-        replay(messages, catalog, ctx)
+        replay(messages, workspace.catalog, workspace.context)
         return messages
     text = prompt("task.md", task_id=task.id, problem=task.problem_statement.strip(),
                   tests=f"\nThe project's tests run with: `{task.test_cmd}`\n" if task.test_cmd else "")
@@ -347,11 +234,6 @@ def _note(task: Task, attempt: Attempt) -> str:
             f"Your self-critique after that attempt:\n\n{attempt.reflection}\n")
 
 
-def _tail(result: ExecResult, limit: int) -> str:
-    text = (result.stdout.text + ("\n" + result.stderr.text if result.stderr.text.strip() else "")).strip()
-    return text if len(text) <= limit else "[...]\n" + text[-limit:]
-
-
 def _outcome(attempts: list[Attempt], model: Model, out_dir: Path, duration: float) -> SessionOutcome:
     last = attempts[-1]
     usage = Usage()
@@ -374,23 +256,17 @@ def prompt(name: str, **values: Any) -> str:
 def write_result(path: Path, task: Task, outcome: SessionOutcome, config: Config, image: str, *,
                  resumed_from: Path | None = None) -> None:
     """result.json: what happened, measured, with the resolved config (secrets are not in Config)."""
-    def usage(u: Usage) -> dict[str, int]:
-        return dataclasses.asdict(u)
-
-    data = {
-        "task": task.id, "model": outcome.model, "stop_reason": outcome.stop_reason,
-        "finished": outcome.stop_reason == "end", "final_text": outcome.final_text, "turns": outcome.turns,
-        "usage": usage(outcome.usage), "cost_usd": outcome.cost_usd, "tests_passed": outcome.tests_passed,
-        "tests_where": _where(outcome),
-        "test_cmd": task.test_cmd,
-        "patch_files": sum(1 for line in outcome.patch.splitlines() if line.startswith("diff --git ")),
-        "durations": {"total": round(outcome.duration, 3)}, "session": outcome.session, "image": image,
-        "attempts": [_attempt_record(a) for a in outcome.attempt_results],
-        "resumed_from": str(resumed_from) if resumed_from else None,
-        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "config": config.to_dict(),
-    }
-    checks.write_file(path, safe_json(data, indent=2) + "\n")
+    result = SessionResult(
+        task=task.id, model=outcome.model, stop_reason=outcome.stop_reason,
+        finished=outcome.stop_reason == "end", final_text=outcome.final_text, turns=outcome.turns,
+        usage=dataclasses.asdict(outcome.usage), cost_usd=outcome.cost_usd, tests_passed=outcome.tests_passed,
+        tests_where=_where(outcome), test_cmd=task.test_cmd,
+        patch_files=sum(1 for line in outcome.patch.splitlines() if line.startswith("diff --git ")),
+        durations={"total": round(outcome.duration, 3)}, session=outcome.session, image=image,
+        attempts=[_attempt_record(a) for a in outcome.attempt_results],
+        resumed_from=str(resumed_from) if resumed_from else None,
+        finished_at=datetime.now(UTC).isoformat(timespec="seconds"), config=config.to_dict())
+    write_session_result(path, result)
 
 
 def _where(outcome: SessionOutcome) -> str | None:

@@ -1,8 +1,10 @@
 """The narrow interface the rest of the world uses to talk to a sandbox.
 
-`Sandbox` is a Protocol so that other implementations can plug in. `sandbox.docker_sandbox.DockerSandbox`
-is the real one (a container from `sandbox/deployment/`, driven by `sandbox/runtime/channel.py`);
-`sandbox.runtime.local.LocalRuntime` is a directory-backed double that only tests use (no isolation).
+`Sandbox` is a Protocol so that other implementations can plug in. `SandboxSpec.provider` names the one
+that starts a spec, and `sandbox.factory` is the only place that constructs it: today "docker",
+`sandbox.docker_sandbox.DockerSandbox` (a container from `sandbox/deployment/`, driven by
+`sandbox/runtime/channel.py`). `sandbox.runtime.local.LocalRuntime` is a directory-backed double that only
+tests use (no isolation); it is deliberately not a provider.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 WORKDIR = "/workspace"
 """Where the project's files live inside the sandbox; commands run here."""
@@ -29,6 +31,14 @@ Progress = Callable[[str], None]
 
 def quiet(_: str) -> None:
     """The `Progress` that reports nothing."""
+
+
+SandboxProvider = Literal["docker"]
+"""Where a sandbox runs (`SandboxSpec.provider`; `sandbox.factory` maps each value to its implementation):
+"docker" is a hardened, network-less container on the local Docker daemon. A second provider is a second
+value here and a second entry in the factory's table, nothing else."""
+
+PROVIDERS: tuple[SandboxProvider, ...] = get_args(SandboxProvider)
 
 
 @dataclass(frozen=True)
@@ -54,7 +64,7 @@ class Limits:
 
 @dataclass(frozen=True)
 class SandboxSpec:
-    """What to start: which image, which files, which limits, which labels."""
+    """What to start: which image, which files, which limits, which labels, and where (`provider`)."""
 
     image: str
     session: str
@@ -71,6 +81,12 @@ class SandboxSpec:
     # the channel moves from `docker exec`'s stream onto a unix socket in an empty read-only host folder
     # bound into the container, when the daemon runs on this machine (`sandbox/channel.py`); False: never
     direct_channel: bool = True
+    provider: SandboxProvider = "docker"
+
+    def __post_init__(self) -> None:
+        if self.provider not in PROVIDERS:
+            raise ValueError(f"sandbox provider {self.provider!r} is not one of {list(PROVIDERS)}; "
+                             'e.g. SandboxSpec(image=..., session=..., provider="docker")')
 
 
 @dataclass(frozen=True)

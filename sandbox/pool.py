@@ -27,6 +27,7 @@ from typing import Any, Generic, TypeVar
 
 from sandbox.api import SandboxSpec
 from sandbox.docker_sandbox import DockerSandbox
+from sandbox.factory import create_sandbox
 
 T = TypeVar("T")
 
@@ -133,7 +134,7 @@ def docker_pool(make_spec: Callable[[], SandboxSpec], size: int, *,
                 report: Callable[[str], None] = lambda _m: None) -> WarmPool[DockerSandbox]:
     """A pool of started `DockerSandbox`es, each from a new `make_spec()` (give each its own session)."""
     def start() -> DockerSandbox:
-        box = DockerSandbox(make_spec())
+        box = create_sandbox(make_spec())
         box.start()
         return box
 
@@ -144,7 +145,7 @@ def shape_of(spec: SandboxSpec) -> tuple[object, ...]:
     """What two specs must share for one blank sandbox to serve either: everything but the session, the
     project and the kind label (a project is loaded after `take`)."""
     labels = {k: v for k, v in spec.labels.items() if k != "harness.kind"}
-    return (spec.image, spec.limits, tuple(sorted(spec.env.items())), tuple(sorted(labels.items())),
+    return (spec.provider, spec.image, spec.limits, tuple(sorted(spec.env.items())), tuple(sorted(labels.items())),
             spec.direct_channel)
 
 
@@ -218,7 +219,7 @@ class SandboxPool:
             else:
                 self.misses += 1
         if box is None:
-            box = DockerSandbox(spec, self._client)
+            box = create_sandbox(spec, self._client)
             box.start()
             return box
         try:
@@ -254,14 +255,14 @@ class SandboxPool:
             self._starting[key] = self._starting.get(key, 0) + 1
             blank = SandboxSpec(image=spec.image, session=f"pool-{uuid.uuid4().hex[:10]}", limits=spec.limits,
                                 env=dict(spec.env), direct_channel=spec.direct_channel,
-                                labels={**spec.labels, "harness.kind": "pooled"},
+                                labels={**spec.labels, "harness.kind": "pooled"}, provider=spec.provider,
                                 max_copy_bytes=spec.max_copy_bytes, max_copy_files=spec.max_copy_files)
             thread = threading.Thread(target=self._start_one, args=(key, blank), name="sandbox-pool", daemon=True)
             self._threads = [t for t in self._threads if t.is_alive()] + [thread]
             thread.start()
 
     def _start_one(self, key: tuple[object, ...], blank: SandboxSpec) -> None:
-        box = DockerSandbox(blank, self._client)
+        box = create_sandbox(blank, self._client)
         try:
             box.start_blank()
             # one command ahead: the channel proven, and a bash left waiting for the taker's first command
@@ -291,11 +292,3 @@ def _close_quietly(box: DockerSandbox, report: Callable[[str], None]) -> None:
     except Exception as exc:  # noqa: BLE001 - the reaper removes what could not be closed here
         report(f"the warm pool could not close a sandbox: {type(exc).__name__}: {exc}")
 
-
-def open_sandbox(spec: SandboxSpec, pool: SandboxPool | None = None) -> DockerSandbox:
-    """A started sandbox of `spec`: from `pool` when given, else started now. The caller closes it."""
-    if pool is not None:
-        return pool.take(spec)
-    box = DockerSandbox(spec)
-    box.start()
-    return box

@@ -1,7 +1,8 @@
-"""How a session gets its outbound tools and the approver they report to.
+"""The approver a session's outbound tools report to, for the session's approval mode.
 
-`harness run` calls `outbound_tools_for_session(config, session, mode)`, adds the tools to the
-catalog and gives the approver to `ToolContext.approver`. `mode` is the run's `--approve` value:
+A session's workspace (`harness.assembly.open_workspace`) takes `make_gate(config, mode)` as its
+`ToolContext.approver`; its outbound tools come with its catalog (`harness.assembly.session_catalog`).
+`mode` is the run's `--approve` value:
 
     ask     a human decides: on this terminal when there is one (prompt), and from anywhere else
             (`harness approvals approve ID --hash H`, the web page); policy rules decide first
@@ -21,9 +22,6 @@ from harness.approval.policy import load_policy
 from harness.approval.queue import ApprovalQueue
 from harness.config import APPROVAL_MODES, ApprovalMode, Config
 from harness.errors import ConfigError
-from harness.mcp.specs import mcp_actions
-from harness.tools.base import Tool
-from harness.tools.outbound.registry import outbound_tools
 
 
 def resolve_mode(mode: str | None, stdin: TextIO | None = None, stdout: TextIO | None = None) -> ApprovalMode:
@@ -52,8 +50,3 @@ def make_gate(config: Config, mode: str | None = None, *, stdin: TextIO | None =
                         mode=effective, timeout=approval.timeout_seconds, prompt=prompt,
                         poll_interval=approval.poll_seconds)
 
-
-def outbound_tools_for_session(config: Config, session: str, mode: str | None) -> tuple[list[Tool], ApprovalGate]:
-    """The outbound tools of a session (with the tools of `config.mcp`'s servers) and the approver they
-    need (`ToolContext.approver`)."""
-    return outbound_tools(config, extra=mcp_actions(config)), make_gate(config, mode)

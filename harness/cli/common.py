@@ -1,5 +1,5 @@
-"""Small pieces the subcommands share: printing hostile text, config loading, the sandbox image, a
-sandbox for a folder.
+"""Small pieces the subcommands share: printing hostile text, the exit codes, and the workspace of a folder
+(`harness exec`, `harness shell`: the one a session gets, from `harness.assembly`).
 
 Every line the CLI prints goes through `print_safe`: names, ids, paths, model text, command output and
 exception messages may all come from the model or an input file, so each is escaped by the one
@@ -11,7 +11,6 @@ control and non-ASCII character).
 from __future__ import annotations
 
 import sys
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
@@ -19,10 +18,9 @@ from typing import TextIO
 from rich.console import Console
 from rich.text import Text
 
-from harness.config import Config, load
+from harness.assembly import Workspace, new_session_name, open_workspace, sandbox_spec
+from harness.config import Config
 from harness.environments.images import sandbox_image
-from sandbox.api import SandboxSpec
-from sandbox.docker_sandbox import DockerSandbox
 from sandbox.text import escape_unsafe
 
 # The exit codes of every subcommand, defined here only. 124 and 125 follow `timeout(1)` and `docker run`;
@@ -59,17 +57,11 @@ def stderr_progress(prefix: str = "harness") -> Callable[[str], None]:
     return report
 
 
-def _cli_sandbox_image(config: Config, quiet: bool) -> str:
+def open_folder_workspace(directory: Path | None, config: Config, *, quiet: bool = False) -> Workspace:
+    """The workspace a session gets, holding `directory`'s files (none: an empty /workspace): the sandbox
+    image, the configured limits, /workspace the agent's git repository on its baseline, the session's
+    catalog and context (no approver: outbound calls are refused). The caller closes it, or uses `with`."""
     progress = (lambda _m: None) if quiet else stderr_progress("sandbox build")
-    return sandbox_image(config, config.sandbox.python, progress)
-
-
-def open_sandbox(directory: Path | None, config: Config | None = None, session: str | None = None,
-                 quiet: bool = False) -> DockerSandbox:
-    """A started sandbox holding `directory`'s files (caller closes it, or uses `with`)."""
-    config = config or load()[0]
-    spec = SandboxSpec(image=_cli_sandbox_image(config, quiet), session=session or f"cli-{uuid.uuid4().hex[:8]}",
-                       project_dir=directory, limits=config.sandbox.limits)
-    box = DockerSandbox(spec)
-    box.start()
-    return box
+    image = sandbox_image(config, config.sandbox.python, progress)
+    spec = sandbox_spec("cli", image, new_session_name("cli"), config.sandbox.limits, project_dir=directory)
+    return open_workspace(spec, config, None)

@@ -1,4 +1,5 @@
-"""`harness shell [--dir DIR]`: an interactive loop over the sandbox's channel, for debugging a task."""
+"""`harness shell [--dir DIR]`: an interactive loop over the sandbox's channel, for debugging a task, in the
+workspace a session gets (/workspace is its git repository, one commit of the starting files)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.cli.common import open_sandbox, print_safe
+from harness.cli.common import open_folder_workspace, print_safe
 from harness.config import load
 from harness.tools.shell.bash import budget_of, run_command
 
@@ -26,7 +27,7 @@ def _run(args: argparse.Namespace) -> int:
     t = config.tools
     budget = budget_of(t)
     timeout = args.timeout if args.timeout is not None else t.command_timeout
-    with open_sandbox(args.dir, config) as box:
+    with open_folder_workspace(args.dir, config) as workspace:
         print_safe(sys.stderr, BANNER)
         while True:
             try:
@@ -37,4 +38,4 @@ def _run(args: argparse.Namespace) -> int:
             if line.strip() in ("exit", "quit"):
                 return 0
             if line.strip():
-                print_safe(sys.stdout, run_command(box, line, timeout, budget)[1])
+                print_safe(sys.stdout, run_command(workspace.sandbox, line, timeout, budget)[1])

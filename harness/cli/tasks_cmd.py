@@ -8,18 +8,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import uuid
 from pathlib import Path
 
+from harness.assembly import new_session_name, open_workspace, session_image, task_spec
 from harness.cli.common import EXIT_USAGE, print_safe, stderr_progress
 from harness.config import load
 from harness.core.task import check_task, find_task_dirs, load_task
 from harness.evaluation.instances import export_instances
 from harness.evaluation.log_parsers import parse_log
 from harness.inplace import pinned_requirements, read_problem, repo_task, task_meta, write_task_dir
-from harness.session import session_image
-from sandbox.api import SandboxSpec
-from sandbox.docker_sandbox import DockerSandbox
 
 DEFAULT_DIRS = [Path("tasks")]
 
@@ -120,11 +117,10 @@ def _new(args: argparse.Namespace) -> int:
             progress(f"left out as secrets: {', '.join(secrets[:20])}; put one back with --include PATH")
         pins = pinned_requirements(repo.task, progress)
         image = session_image(repo.task, config, progress)
-        spec = SandboxSpec(image=image, session=f"tasknew-{uuid.uuid4().hex[:8]}", project_dir=repo.staged,
-                           limits=config.sandbox.limits, labels={"harness.kind": "tasks-new"})
-        progress(f"running {args.test_cmd!r} once at the starting state")
-        with DockerSandbox(spec) as box:
-            result = box.exec(args.test_cmd, timeout=config.loop.test_timeout)
+        spec = task_spec(repo.task, image, config.sandbox.limits, "tasks-new", new_session_name("tasknew"))
+        progress(f"running {args.test_cmd!r} once at the starting state, in the workspace a session gets")
+        with open_workspace(spec, config, None) as workspace:
+            result = workspace.sandbox.exec(args.test_cmd, timeout=config.loop.test_timeout)
         statuses = parse_log("pytest", result.stdout.text + "\n" + result.stderr.text)
         meta = task_meta(repo, statuses, tuple(args.fail_to_pass), tuple(pins))
         made = write_task_dir(repo, args.out, meta)

@@ -31,6 +31,7 @@ import os
 import uuid
 from dataclasses import dataclass, field
 
+from harness.assembly import task_spec
 from harness.core.records import InstanceReport
 from harness.core.sources import GIT_IDENTITY, patched_files
 from harness.core.task import Task
@@ -39,7 +40,8 @@ from harness.evaluation.testlog import Rejection, TestsVerdict, guard, judge
 from harness.patching import STAGE_DIR, ChainOutcome, apply_in_sandbox
 from sandbox.api import WORKDIR, Limits, Sandbox, SandboxSpec
 from sandbox.errors import SandboxError
-from sandbox.pool import SandboxPool, open_sandbox
+from sandbox.factory import open_sandbox
+from sandbox.pool import SandboxPool
 
 OUTPUT_FILE = "/tmp/harness/test_output.txt"
 _BASELINE_ENV = {"GIT_DIR": f"{STAGE_DIR}/base.git", "GIT_WORK_TREE": WORKDIR, "GIT_LITERAL_PATHSPECS": "1",
@@ -188,9 +190,7 @@ def grading_spec(task: Task, image: str, labels: dict[str, str] | None = None) -
     # several (pylint skips its multiprocessing tests on one), the grading sandbox gets them, up to the host's
     wanted = task.environment.cpus if task.environment is not None else None
     limits = Limits(cpus=float(max(1, min(wanted, os.cpu_count() or 1)))) if wanted else Limits()
-    return SandboxSpec(image=image, session=f"grade-{task.id}-{uuid.uuid4().hex[:6]}", limits=limits,
-                       project_dir=task.repo_dir, labels={"harness.kind": "grading", **(labels or {})},
-                       project_from_image=task.environment is not None)
+    return task_spec(task, image, limits, "grading", f"grade-{task.id}-{uuid.uuid4().hex[:6]}", labels)
 
 
 def prepare_tree(box: Sandbox, task: Task, model_patch: str) -> ChainOutcome:

@@ -71,3 +71,12 @@ def test_exec_without_a_docker_daemon_says_how_to_start_one(tmp_path: Path) -> N
                           env=env)
     assert done.returncode == 125
     assert "cannot reach the Docker daemon" in done.stderr and "start it" in done.stderr
+
+
+def test_exec_sees_the_workspace_a_session_gets_a_git_repository_of_the_starting_files(project_dir: Path) -> None:
+    done = _exec("--dir", str(project_dir), "--", "git log --format=%s && git status --porcelain && git ls-files")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[1:] == ["starting state", "README.md", "pkg/__init__.py"]   # one commit, clean
+    changed = _exec("--dir", str(project_dir), "--", "echo more >> README.md && git status --porcelain")
+    assert changed.returncode == 0 and changed.stdout.splitlines()[1:] == [" M README.md"]   # git sees the edit
+

@@ -13,7 +13,8 @@ import pytest
 
 from sandbox.api import Limits, SandboxSpec
 from sandbox.errors import ImageError
-from sandbox.pool import SandboxPool, open_sandbox, shape_of
+from sandbox.factory import open_sandbox
+from sandbox.pool import SandboxPool, shape_of
 
 pytestmark = pytest.mark.docker
 
