@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from harness.core.task import Task, find_task_dirs, load_task  # noqa: E402
-from harness.environments.images import ensure_env_image  # noqa: E402
+from harness.environments import ensure_env_image  # noqa: E402
 from sandbox.images import ensure_image  # noqa: E402
 
 MARK = "HARNESS-BENCH-SECONDS"

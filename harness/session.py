@@ -36,7 +36,7 @@ from harness import checks
 from harness.approval.wiring import outbound_tools_for_session
 from harness.config import Config, Secrets
 from harness.core.task import Task
-from harness.environments.images import ensure_env_image, sandbox_image
+from harness.environments import ensure_env_image, sandbox_image
 from harness.errors import ModelError
 from harness.loop import AgentLoop, LoopResult, StepEvent, StopReason
 from harness.messages import Message, TextBlock, system, user

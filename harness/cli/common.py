@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.text import Text
 
 from harness.config import Config, load
-from harness.environments.images import sandbox_image
+from harness.environments import sandbox_image
 from sandbox.api import SandboxSpec
 from sandbox.docker_sandbox import DockerSandbox
 from sandbox.text import escape_unsafe

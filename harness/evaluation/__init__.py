@@ -8,8 +8,8 @@ session; nothing below imports it.
 """
 
 from harness.evaluation.grading import Grade, grade_patch
-from harness.evaluation.instance import evaluate_instance
-from harness.evaluation.instances import Prediction, load_instances, load_predictions
+from harness.evaluation.instance_files import Prediction, load_instances, load_predictions
+from harness.evaluation.one_instance import evaluate_instance
 from harness.evaluation.report import InstanceRecord
 from harness.evaluation.runner import run_evaluation
 

@@ -34,8 +34,7 @@ import docker
 from harness.config import Config, Secrets
 from harness.core.sources import cache_dir, clone_url
 from harness.core.task import Task
-from harness.environments.images import env_hash
-from harness.environments.resolved import REPOSITORY
+from harness.environments import REPOSITORY, env_hash
 from harness.errors import ConfigError, HarnessError, TaskError
 from harness.models.factory import make_model, resolve_auto
 from sandbox.docker_client import client_or_default

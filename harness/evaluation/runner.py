@@ -36,7 +36,7 @@ from harness.errors import ConfigError
 from harness.evaluation.backends import Backend, Batch
 from harness.evaluation.backends.local import ThreadPoolBackend
 from harness.evaluation.backends.ray import RayBackend
-from harness.evaluation.instances import Prediction
+from harness.evaluation.instance_files import Prediction
 from harness.evaluation.options import RUN_LABEL, EvalOptions, StopRequest
 from harness.evaluation.progress import Events, SilentEvents
 from harness.evaluation.report import InstanceRecord, instance_dir, read_done, write_atomic

@@ -22,7 +22,7 @@ from harness.config import Config, Secrets
 from harness.core.task import Task
 from harness.environments import ensure_env_image, ensure_environment_image, sandbox_image
 from harness.evaluation.grading import Grade, grade_patch, grading_spec
-from harness.evaluation.instances import Prediction
+from harness.evaluation.instance_files import Prediction
 from harness.evaluation.options import Cancelled, EvalOptions
 from harness.evaluation.progress import Events
 from harness.evaluation.report import InstanceRecord, InstanceStatus
