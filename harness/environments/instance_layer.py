@@ -51,10 +51,11 @@ MAX_FILES = 200_000
 BUILD_TIMEOUT = 3600         # seconds the project's install and checks may take
 BUILD_SCRIPT = "build.py"    # container_scripts/instance_build.py, as it is named in INSTANCE_DIR
 LAYER = f"{LAYER_DIR}/layer.tar"      # where the layer script writes the layer
-# a project's install (a C extension compiled, a django-sized tree in the tmpfs) needs more than a session;
-# every CPU, as the official harness gives; files as large as a layer may be
+# a project's install (a C extension compiled, a django-sized tree in the tmpfs) needs more than a session:
+# every CPU, as the official harness gives, and files as large as a layer may be; the open files stay the
+# sandbox's (a limit above the daemon's own hard limit makes the start fail)
 BUILD_LIMITS = Limits(memory="8g", cpus=float(os.cpu_count() or 1), pids=4096, workspace_size="4g",
-                      tmp_size="4g", home_size="1g", file_size=16 << 30, open_files=65536)
+                      tmp_size="4g", home_size="1g", file_size=16 << 30)
 
 
 def build_instance(client: docker.DockerClient, env_tag: str, tag: str, repo_dir: Path, files: dict[str, str],
