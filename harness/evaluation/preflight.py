@@ -15,7 +15,7 @@ not succeed. The checks:
   DockerRootDir).
 
 The instance file (every bad row at once) and the instances' sources are checked when the instances
-are loaded (`instances.load_instances`); `check_repo_urls` checks a `--repo-url` is reachable before
+are loaded (`instance_files.load_instances`); `check_repo_urls` checks a `--repo-url` is reachable before
 anything is cloned from it.
 """
 
