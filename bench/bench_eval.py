@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from harness.core.task import Task, find_task_dirs, load_task  # noqa: E402
-from harness.environments.images import ensure_env_image  # noqa: E402
+from harness.environments import ensure_task_image  # noqa: E402
 from sandbox.images import ensure_image  # noqa: E402
 
 MARK = "HARNESS-BENCH-SECONDS"
@@ -77,7 +77,7 @@ def raw_test_time(task: Task, image: str, scratch: Path) -> tuple[float, float]:
 
 def warm(tasks: list[Task]) -> dict[str, str]:
     """Build (outside any timing) every environment image the tasks need; their tags by task id."""
-    return {t.id: ensure_env_image(t, ensure_image(python=t.python)) for t in tasks}
+    return {t.id: ensure_task_image(t, ensure_image(python=t.python)) for t in tasks}
 
 
 def copies_of(tasks: list[Path], copies: int, root: Path) -> list[Path]:

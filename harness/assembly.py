@@ -33,7 +33,7 @@ from typing import Literal
 
 from harness.config import Config
 from harness.core.task import Task
-from harness.environments.images import ensure_env_image, sandbox_image
+from harness.environments import ensure_task_image, sandbox_image
 from harness.mcp.specs import mcp_actions
 from harness.messages import ToolResult, ToolUse
 from harness.tools.base import Approver, Tool, ToolContext
@@ -104,7 +104,7 @@ def session_image(task: Task, config: Config, progress: Progress = quiet) -> str
     base = sandbox_image(config, task.python or config.sandbox.python, progress, task=task)
     if not task.requirements and not task.install_cmd and task.environment is None:
         return base
-    return ensure_env_image(task, base, progress=progress)
+    return ensure_task_image(task, base, progress=progress)
 
 
 def sandbox_spec(kind: WorkspaceKind, image: str, session: str, limits: Limits, *, project_dir: Path | None = None,

@@ -30,8 +30,7 @@ from harness.core.apply import patch_paths
 from harness.core.project import ProjectFiles, select_files, stage
 from harness.core.sources import cache_dir
 from harness.core.task import Environment, Task
-from harness.environments.resolve import read_declarations
-from harness.environments.resolved import resolved_pins
+from harness.environments import read_declarations, resolved_pins
 from harness.errors import TaskError
 from sandbox.api import Progress, quiet
 

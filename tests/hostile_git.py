@@ -25,7 +25,7 @@ from typing import Any
 from harness.cli.main import main
 from harness.core.task import load_task
 from harness.errors import TaskError
-from harness.evaluation.instances import export_instances, instance_source
+from harness.evaluation.instance_files import export_instances, instance_source
 from harness.inplace import repo_task
 
 IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",

@@ -74,6 +74,9 @@ def test_the_built_wheel_installed_in_a_fresh_venv_repairs_the_demo_task(sandbox
     shipped = {m[len(PACKAGED_TASK.as_posix()) + 1:] for m in members if m.startswith(PACKAGED_TASK.as_posix() + "/")}
     assert shipped == set(_files(SOURCE_TASK))
     assert [m for m in members if "__pycache__" in m or m.endswith(".pyc")] == []
+    scripts = REPO_ROOT / "harness" / "container_scripts"   # the scripts run in containers, shell ones included
+    wanted = {f"harness/container_scripts/{p.name}" for p in scripts.iterdir() if p.suffix in (".py", ".sh")}
+    assert len(wanted) == 11 and wanted <= set(members), f"not in the wheel: {sorted(wanted - set(members))}"
 
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)])

@@ -20,7 +20,7 @@ from rich.text import Text
 
 from harness.assembly import Workspace, new_session_name, open_workspace, sandbox_spec
 from harness.config import Config
-from harness.environments.images import sandbox_image
+from harness.environments import sandbox_image
 from sandbox.text import escape_unsafe
 
 # The exit codes of every subcommand, defined here only. 124 and 125 follow `timeout(1)` and `docker run`;

@@ -26,7 +26,7 @@ from harness.core.records import EvalReport
 from harness.core.sources import DEFAULT_URL_TEMPLATE
 from harness.core.task import Task, find_task_dirs, load_task
 from harness.errors import ConfigError
-from harness.evaluation.instances import Prediction, load_instances, load_predictions, read_jsonl
+from harness.evaluation.instance_files import Prediction, load_instances, load_predictions, read_jsonl
 from harness.evaluation.options import EvalOptions
 from harness.evaluation.preflight import DEFAULT_RESERVE_GIB, check_repo_urls, raise_problems, run_preflight
 from harness.evaluation.progress import LineEvents, LiveEvents, repository_summary, summary_table

@@ -1,17 +1,41 @@
-"""Task environments: host-built wheelhouses and the environment images built from them.
+"""Task environments: host-built wheelhouses and the images a task's sandbox runs in.
 
 Used by the session (the image a task runs in), the `pip_download` tool (the same wheel download) and
-evaluation (grading images). Tasks with an `Environment` recipe get a shared venv environment image and
-a thin instance image (`resolved.py`, recipe text in `venv.py`); one that cannot be built offline raises
-`EnvironmentUnsupported`. Imports harness.core, harness.checks, harness.errors and sandbox only.
+evaluation (grading images). Imports harness.core, harness.checks, harness.errors, harness.config,
+harness.container_scripts and sandbox only. One job per module:
+
+    task_image.py       the entry point: the sandbox image for a task, and the image it runs in
+    pinned_image.py     the image of a task's hand-pinned requirements (and project install)
+    recipe tasks (`Task.environment`, the SWE-bench rows): two images, the second on the first
+      venv_image.py     the environment image shared per recipe and resolution: a venv of the pins
+      instance_image.py the instance image of one task: when and under which tag it is built
+      instance_layer.py its one layer, made in a hardened build container and loaded
+      recipe.py         the recipe's paths, Dockerfile texts and scripts (files of container_scripts)
+    resolving a recipe's pins as of the task's date
+      recipe_pins.py    what goes in: declarations, build requirements, the recipe's pins, the toolchain
+      declarations.py   a source tree's declared requirements, read as text (nothing of it runs)
+      resolver.py       uv as of a date, cached; stand-ins for source-only releases
+      resolution.py     its values (Resolution, SdistOnly, ResolveError) and the rules of pins and dates
+      index.py          what the package index says of a project; the wheel tags a target accepts
+      sdists.py         source-only releases' metadata read without building, and their stand-in wheels
+    wheelhouse.py       wheels downloaded on the host with pip for a target Python (nothing built)
+    tags.py             the images' repository, labels and input hashes, and one build per tag
+    errors.py           EnvironmentBuildError, EnvironmentUnsupported
+
+A recipe that cannot be built offline raises `EnvironmentUnsupported`.
 """
 
+from harness.environments.declarations import read_declarations
 from harness.environments.errors import EnvironmentBuildError, EnvironmentUnsupported
-from harness.environments.images import ensure_env_image, env_hash, sandbox_image
-from harness.environments.resolved import ensure_environment_image
+from harness.environments.pinned_image import env_hash
+from harness.environments.recipe_pins import resolved_pins
+from harness.environments.tags import REPOSITORY
+from harness.environments.task_image import ensure_task_image, sandbox_image
+from harness.environments.venv_image import ensure_venv_image
 from harness.environments.wheelhouse import WheelhouseError, build_wheelhouse, checked, download_wheels
 
 __all__ = [
-    "EnvironmentBuildError", "EnvironmentUnsupported", "WheelhouseError", "build_wheelhouse", "checked",
-    "download_wheels", "ensure_env_image", "ensure_environment_image", "env_hash", "sandbox_image",
+    "REPOSITORY", "EnvironmentBuildError", "EnvironmentUnsupported", "WheelhouseError", "build_wheelhouse",
+    "checked", "download_wheels", "ensure_task_image", "ensure_venv_image", "env_hash", "read_declarations",
+    "resolved_pins", "sandbox_image",
 ]

@@ -32,6 +32,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from harness.assembly import task_spec
+from harness.container_scripts import script_text
 from harness.core.records import InstanceReport
 from harness.core.sources import GIT_IDENTITY, patched_files
 from harness.core.task import Task
@@ -47,47 +48,10 @@ OUTPUT_FILE = "/tmp/harness/test_output.txt"
 _BASELINE_ENV = {"GIT_DIR": f"{STAGE_DIR}/base.git", "GIT_WORK_TREE": WORKDIR, "GIT_LITERAL_PATHSPECS": "1",
                  **GIT_IDENTITY}
 
-# Runs inside the sandbox before the model patch: records the base version of the test files that exist.
-# A path under a link is left out (git refuses it, and the restore below removes the link).
-_RECORD = """
-import json, os, subprocess, sys
-files = json.load(open(sys.argv[1]))
-work = os.environ["GIT_WORK_TREE"]
-def plain(rel):
-    here = work
-    for part in rel.split("/")[:-1]:
-        here = os.path.join(here, part)
-        if os.path.islink(here) or not os.path.isdir(here):
-            return False
-    target = os.path.join(work, rel)
-    return os.path.islink(target) or os.path.isfile(target)
-present = [rel for rel in files if plain(rel)]
-subprocess.run(["git", "init", "-q"], check=True)
-if present:
-    subprocess.run(["git", "add", "-f", "--", *present], check=True)
-subprocess.run(["git", "commit", "-q", "--allow-empty", "--no-verify", "--no-gpg-sign", "-m", "base"], check=True)
-"""
-
-# Runs inside the sandbox: removes what stands where a test file goes (a link or file in place of a
-# folder on its path, the file itself), then checks the base version of those in the baseline out.
-_RESTORE = """
-import json, os, subprocess, sys
-files = json.load(open(sys.argv[1]))
-for rel in files:
-    here = os.environ["GIT_WORK_TREE"]
-    for part in rel.split("/")[:-1]:
-        here = os.path.join(here, part)
-        if os.path.islink(here) or (os.path.lexists(here) and not os.path.isdir(here)):
-            os.remove(here)
-    target = os.path.join(os.environ["GIT_WORK_TREE"], rel)
-    if os.path.islink(target) or os.path.isfile(target):
-        os.remove(target)
-listed = subprocess.run(["git", "ls-tree", "-r", "-z", "--name-only", "HEAD"], check=True,
-                        capture_output=True).stdout.decode("utf-8", "surrogateescape").split("\\0")
-base = sorted(set(files) & set(listed))
-if base:
-    subprocess.run(["git", "checkout", "-q", "HEAD", "--", *base], check=True)
-"""
+# Shipped scripts (harness/container_scripts/) run inside the grading sandbox: before the model patch,
+# the record of the base version of the test files; after it, their restore (what stands in the way removed).
+_RECORD = "grading_record.py"
+_RESTORE = "grading_restore.py"
 
 
 class TaskDefect(Exception):
@@ -204,8 +168,8 @@ def prepare_tree(box: Sandbox, task: Task, model_patch: str) -> ChainOutcome:
     if task.test_patch:
         box.exec(f"mkdir -p {STAGE_DIR}", timeout=30, save_output=False)
         box.write_file(f"{STAGE_DIR}/test_files.json", json.dumps(patched_files(task.test_patch)).encode())
-        box.write_file(f"{STAGE_DIR}/record.py", _RECORD.encode())
-        box.write_file(f"{STAGE_DIR}/restore.py", _RESTORE.encode())
+        box.write_file(f"{STAGE_DIR}/record.py", script_text(_RECORD).encode())
+        box.write_file(f"{STAGE_DIR}/restore.py", script_text(_RESTORE).encode())
         _in_box(box, f"python3 {STAGE_DIR}/record.py {STAGE_DIR}/test_files.json",
                 "record the base version of the test files", _BASELINE_ENV)
     outcome = apply_in_sandbox(box, model_patch, "model")

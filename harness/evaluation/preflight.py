@@ -15,7 +15,7 @@ not succeed. The checks:
   DockerRootDir).
 
 The instance file (every bad row at once) and the instances' sources are checked when the instances
-are loaded (`instances.load_instances`); `check_repo_urls` checks a `--repo-url` is reachable before
+are loaded (`instance_files.load_instances`); `check_repo_urls` checks a `--repo-url` is reachable before
 anything is cloned from it.
 """
 
@@ -34,8 +34,7 @@ import docker
 from harness.config import Config, Secrets
 from harness.core.sources import cache_dir, clone_url
 from harness.core.task import Task
-from harness.environments.images import env_hash
-from harness.environments.resolved import REPOSITORY
+from harness.environments import REPOSITORY, env_hash
 from harness.errors import ConfigError, HarnessError, TaskError
 from harness.models.factory import make_model, resolve_auto
 from sandbox.docker_client import client_or_default

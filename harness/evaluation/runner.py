@@ -3,7 +3,7 @@ then grading in a fresh sandbox; in parallel on a backend, resumable, and cleane
 
 `run_evaluation` prepares the output folder (checked against --resume), then hands the pending
 instances to a backend (`backends.local.ThreadPoolBackend` or `backends.ray.RayBackend`), which runs
-`instance.evaluate_instance` for each: the one place that catches every exception of an instance and
+`one_instance.evaluate_instance` for each: the one place that catches every exception of an instance and
 records it. Every container carries the label ``harness.eval=<run id>``; an interrupted run removes
 all of them.
 
@@ -37,7 +37,7 @@ from harness.errors import ConfigError
 from harness.evaluation.backends import Backend, Batch
 from harness.evaluation.backends.local import ThreadPoolBackend
 from harness.evaluation.backends.ray import RayBackend
-from harness.evaluation.instances import Prediction
+from harness.evaluation.instance_files import Prediction
 from harness.evaluation.options import RUN_LABEL, EvalOptions, StopRequest
 from harness.evaluation.progress import Events, SilentEvents
 from harness.evaluation.report import InstanceRecord, instance_dir, read_done, write_atomic, write_report

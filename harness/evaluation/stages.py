@@ -20,9 +20,9 @@ from typing import Any
 from harness import checks
 from harness.config import Config, Secrets
 from harness.core.task import Task
-from harness.environments import ensure_env_image, ensure_environment_image, sandbox_image
+from harness.environments import ensure_task_image, ensure_venv_image, sandbox_image
 from harness.evaluation.grading import Grade, grade_patch, grading_spec
-from harness.evaluation.instances import Prediction
+from harness.evaluation.instance_files import Prediction
 from harness.evaluation.options import Cancelled, EvalOptions
 from harness.evaluation.progress import Events
 from harness.evaluation.report import InstanceRecord, InstanceStatus
@@ -78,10 +78,10 @@ class Stages:
         base = sandbox_image(self.config, task.python, say, task=task)
         env_tag = None
         if task.environment is not None:   # the shared environment (built, or waited for), then the instance
-            env_tag = ensure_environment_image(task, base, client=client_or_default(None), progress=say)
+            env_tag = ensure_venv_image(task, base, client=client_or_default(None), progress=say)
             record.durations["environment"] = round(time.monotonic() - t0, 3)
         t1 = time.monotonic()
-        image = ensure_env_image(task, base, progress=say, env_tag=env_tag,
+        image = ensure_task_image(task, base, progress=say, env_tag=env_tag,
                                  direct_references=self.options.allow_direct_references)
         if task.environment is not None:
             record.durations["instance"] = round(time.monotonic() - t1, 3)

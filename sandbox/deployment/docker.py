@@ -2,7 +2,8 @@
 
 What runs inside the container (commands, files, archives) is the runtime's job
 (`sandbox/runtime/channel.py`); this module only makes, watches and removes the container, and opens
-an exec channel into it. All hardening is in `container_options()`.
+an exec channel into it. All hardening is in `container_options()`, and every container the harness
+starts is made here, with it (tests/test_container_creation.py holds that).
 """
 
 from __future__ import annotations
@@ -62,8 +63,20 @@ def make_link_folder(name: str) -> Path:
     return folder
 
 
-def container_options(spec: SandboxSpec) -> dict[str, Any]:
-    """The hardening of a sandbox container, as `docker.containers.run` keyword arguments."""
+# The one capability a container ever gets, and only a layer build's (`container_options(layer_build=True)`):
+# the layer script, run as root, reads every file the build's user wrote (one of mode 0600 included)
+# to put it in the layer. The build's own processes run as the agent, without it.
+LAYER_BUILD_CAPABILITY = "DAC_READ_SEARCH"
+
+
+def container_options(spec: SandboxSpec, *, layer_build: bool = False) -> dict[str, Any]:
+    """The hardening of every container the harness starts, as `docker.containers.run` keyword arguments.
+
+    `layer_build`: the container builds an image layer out of the changes to its own filesystem (the
+    instance build of `harness.environments.instance_layer`), which changes three settings, each
+    commented where it is set: a writable root, LAYER_BUILD_CAPABILITY, and the image's own environment.
+    Everything else is the sandbox's.
+    """
     lim: Limits = spec.limits
     # Docker mounts a tmpfs `noexec,nosuid,nodev` unless told otherwise; `exec` lifts only the first.
     # The agent's project must run as its own CI runs it: `./run.sh`, django's `./tests/runtests.py`,
@@ -74,7 +87,7 @@ def container_options(spec: SandboxSpec) -> dict[str, Any]:
     # the non-root user, no capabilities, no-new-privileges, and on every writable mount `nosuid` (a
     # setuid-root file there runs with the caller's ids) and `nodev` (a device node there cannot be opened).
     tmpfs_opts = f"rw,exec,nosuid,nodev,uid={AGENT_UID},gid={AGENT_UID},mode=0755"
-    return {
+    options: dict[str, Any] = {
         "network_mode": "none",                       # no interface but loopback: nothing leaves
         "dns": ["127.0.0.1"], "dns_search": ["."],    # the host's resolver and search domains stay out
         # pid 1 and the idle main process run as `nobody`, never root; the channel and every command
@@ -101,15 +114,26 @@ def container_options(spec: SandboxSpec) -> dict[str, Any]:
         "labels": {**owner_labels(spec.session), "harness.kind": "sandbox", **spec.labels},
         "name": f"harness-{spec.session}-{uuid.uuid4().hex[:6]}",
     }
+    if layer_build:
+        # its writes to the image's own filesystem are the layer being built; no sandbox ever runs on
+        # them as they are: the host loads what the layer script collected as a new image
+        options["read_only"] = False
+        options["cap_add"] = [LAYER_BUILD_CAPABILITY]
+        # the recipe's install runs with the environment the image's Dockerfile set (its venv first on
+        # PATH, pip offline), as the official harness runs it; nothing of the host's is in either
+        del options["environment"]
+    return options
 
 
 class DockerDeployment:
     """One sandbox container: started idle under Docker's init, on its lifeline (it ends with this process),
     removed by `stop()`."""
 
-    def __init__(self, spec: SandboxSpec, client: docker.DockerClient | None = None) -> None:
+    def __init__(self, spec: SandboxSpec, client: docker.DockerClient | None = None, *,
+                 layer_build: bool = False) -> None:
         self.spec = spec
         self.client = client
+        self.layer_build = layer_build   # a layer build's container (`container_options`), not a sandbox
         self.container: Any = None
         self.link: Path | None = None   # the host end of the channel's link folder, when mounted
         self.link_refused = ""          # why there is none, when one was wanted
@@ -140,7 +164,7 @@ class DockerDeployment:
         except docker.errors.ImageNotFound as exc:
             raise ImageError(f"sandbox image {self.spec.image!r} does not exist; build it with "
                              "`harness sandbox build`") from exc
-        options = container_options(self.spec)
+        options = container_options(self.spec, layer_build=self.layer_build)
         if self.spec.direct_channel and _links_refused:
             self.link_refused = f"the daemon cannot bind this machine's folders: {_links_refused}"
         elif self.spec.direct_channel and not _daemon_is_here(self.client):

@@ -14,9 +14,9 @@ import docker.errors
 import pytest
 
 from harness.core.task import Task, check_meta
-from harness.environments.images import EnvironmentBuildError, ensure_env_image
+from harness.environments import EnvironmentBuildError, ensure_task_image
 from harness.errors import TaskError
-from harness.evaluation.instances import load_instances
+from harness.evaluation.instance_files import load_instances
 from sandbox.images import build_context
 from tests.approval.helpers import CountingServer
 
@@ -78,13 +78,13 @@ def test_install_cmd_runs_as_a_script_and_its_lines_never_reach_the_daemon(
         attack = _task(tmp_path / "attack", f"true\nADD {server.url('/x')} /opt/x\n"
                                            f"COPY --from={sandbox_image} /etc/hostname /opt/y\nRUN true")
         with pytest.raises(EnvironmentBuildError) as failed:
-            ensure_env_image(attack, sandbox_image, client=docker_client)
+            ensure_task_image(attack, sandbox_image, client=docker_client)
         _remove_failed_build(docker_client, str(failed.value))
         assert "ADD: command not found" in str(failed.value) and "returned a non-zero code: 127" in str(failed.value)
         assert server.count("/x") == 0
     multi = _task(tmp_path / "multi", "set -e\nprintf 'one\\n' > /workspace/lines.txt\n"
                                       "printf 'two %s\\n' \"$(ls setup.py)\" >> /workspace/lines.txt")
-    tag = ensure_env_image(multi, sandbox_image, client=docker_client)
+    tag = ensure_task_image(multi, sandbox_image, client=docker_client)
     try:
         out: Any = docker_client.containers.run(tag, ["cat", "/workspace/lines.txt"], remove=True,
                                                 network_disabled=True, labels=TEST_LABELS)

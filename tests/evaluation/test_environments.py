@@ -9,9 +9,9 @@ import zipfile
 from pathlib import Path
 
 from harness.core.task import load_task
-from harness.environments.images import env_hash
+from harness.environments import env_hash
 from harness.environments.wheelhouse import applicable, missing_dependencies
-from harness.evaluation.instances import Prediction
+from harness.evaluation.instance_files import Prediction
 from harness.evaluation.options import EvalOptions
 from harness.evaluation.runner import run_evaluation
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from harness.core.task import Task, load_task
-from harness.environments import ensure_env_image
+from harness.environments import ensure_task_image
 from harness.evaluation.grading import grade_patch
-from harness.evaluation.instances import load_predictions
+from harness.evaluation.instance_files import load_predictions
 from harness.evaluation.log_parsers import TestStatus, parse_log, runner_summary
 from harness.evaluation.options import EvalOptions
 from harness.evaluation.report import InstanceRecord, build_report
@@ -55,7 +55,7 @@ def _conftest(task: Task, ending: str, *, hook: str = "pytest_collection_finish"
 @pytest.fixture(scope="module")
 def wordcount(docker_client, sandbox_image):  # type: ignore[no-untyped-def]
     task = load_task(TASKS / "wordcount")
-    return task, ensure_env_image(task, sandbox_image, client=docker_client)
+    return task, ensure_task_image(task, sandbox_image, client=docker_client)
 
 
 def test_the_gold_patch_still_resolves_with_the_guards(wordcount):

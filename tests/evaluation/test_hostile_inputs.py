@@ -28,7 +28,7 @@ from harness.core.sources import MAX_SOURCE_FILES, extract_tarball
 from harness.core.task import check_meta, load_task
 from harness.errors import TaskError, UnsafePathError
 from harness.evaluation.grading import grade_patch
-from harness.evaluation.instances import load_instances, load_predictions
+from harness.evaluation.instance_files import load_instances, load_predictions
 
 from .conftest import TASKS, TEST_LABELS
 

@@ -13,7 +13,7 @@ import pytest
 from harness.cli.main import main
 from harness.core.task import find_task_dirs, load_task
 from harness.errors import TaskError
-from harness.evaluation.instances import export_instances, load_instances, load_predictions
+from harness.evaluation.instance_files import export_instances, load_instances, load_predictions
 
 from .conftest import TASKS
 

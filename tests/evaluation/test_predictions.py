@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from harness.core.task import load_task
-from harness.evaluation.instances import load_predictions
+from harness.evaluation.instance_files import load_predictions
 from harness.evaluation.options import EvalOptions
 from harness.evaluation.runner import run_evaluation
 

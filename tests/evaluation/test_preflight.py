@@ -16,7 +16,7 @@ import pytest
 from harness.cli.main import main
 from harness.config import load
 from harness.core.task import load_task
-from harness.evaluation.instances import export_instances
+from harness.evaluation.instance_files import export_instances
 from harness.evaluation.preflight import check_model, check_server
 
 from .conftest import TASKS

@@ -15,23 +15,12 @@ import pytest
 
 from harness.core.sources import cache_dir
 from harness.core.task import Environment, Task
+from harness.environments.declarations import Declarations, read_declarations
 from harness.environments.errors import EnvironmentBuildError, EnvironmentUnsupported
-from harness.environments.resolve import (
-    Declarations,
-    ResolveError,
-    exclude_newer,
-    read_declarations,
-    resolve,
-    resolve_tree,
-    run_uv,
-    uv_binary,
-)
-from harness.environments.resolved import (
-    _forward_or_leave_out,
-    _on_another_interpreter,
-    build_only_wheels,
-    resolved_pins,
-)
+from harness.environments.instance_image import _on_another_interpreter
+from harness.environments.recipe_pins import build_only_wheels, forward_or_leave_out, resolved_pins
+from harness.environments.resolution import ResolveError, exclude_newer
+from harness.environments.resolver import resolve, resolve_tree, run_uv, uv_binary
 from harness.environments.wheelhouse import WheelhouseError
 from harness.evaluation import swebench
 from tests.approval.helpers import CountingServer
@@ -383,7 +372,7 @@ def test_a_forward_release_that_does_not_fit_the_date_is_left_out(tmp_path: Path
     forward, leave_out = {"maxminddb"}, set[str]()
     with pytest.raises(EnvironmentUnsupported, match="maxminddb"):   # control: forward alone does not resolve
         resolved_pins(task, env, said.append, forward=forward)
-    pins, _, _ = _forward_or_leave_out(task, env, said.append, forward, leave_out)
+    pins, _, _ = forward_or_leave_out(task, env, said.append, forward, leave_out)
     assert leave_out == {"maxminddb"} and not forward
     assert any(p.startswith("geoip2==") for p in pins) and not any(p.startswith("maxminddb") for p in pins)
     assert any("leaving them out" in s for s in said), said

@@ -18,7 +18,7 @@ import pytest
 from harness.cli.main import main
 from harness.core.task import load_task
 from harness.errors import ConfigError
-from harness.evaluation.instances import Prediction
+from harness.evaluation.instance_files import Prediction
 from harness.evaluation.options import EvalOptions
 from harness.evaluation.report import write_atomic
 from harness.evaluation.runner import run_evaluation

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from harness.core.task import load_task
-from harness.evaluation.instances import Prediction
+from harness.evaluation.instance_files import Prediction
 from harness.evaluation.options import EvalOptions
 from harness.evaluation.runner import run_evaluation
 

@@ -18,10 +18,15 @@ import pytest
 from harness.config import Config
 from harness.core.sources import extract_tarball
 from harness.core.task import Environment, Task
-from harness.environments import EnvironmentBuildError, EnvironmentUnsupported, ensure_env_image
-from harness.environments.images import sandbox_image
-from harness.environments.resolved import KIND_LABEL, ensure_environment_image, system_packages, unsupported
-from harness.environments.venv import INSTALL_FAILED, env_lines
+from harness.environments import (
+    EnvironmentBuildError,
+    EnvironmentUnsupported,
+    ensure_task_image,
+    ensure_venv_image,
+    sandbox_image,
+)
+from harness.environments.recipe import INSTALL_FAILED, env_lines, system_packages, unsupported
+from harness.environments.tags import KIND_LABEL
 from sandbox.api import SandboxSpec
 from sandbox.docker_sandbox import DockerSandbox
 from sandbox.images import BASE_LABEL, ensure_image, prune
@@ -66,9 +71,9 @@ def box(docker_client: docker.DockerClient) -> Iterator[object]:
 
 def _timed(task: Task, base: str, client: docker.DockerClient) -> tuple[str, str, float, float]:
     started = time.monotonic()
-    env_tag = ensure_environment_image(task, base, client=client)
+    env_tag = ensure_venv_image(task, base, client=client)
     middle = time.monotonic()
-    tag = ensure_env_image(task, base, client=client)
+    tag = ensure_task_image(task, base, client=client)
     return env_tag, tag, middle - started, time.monotonic() - middle
 
 
@@ -158,7 +163,7 @@ def test_setup_py_runs_only_in_the_network_less_build_and_a_failed_install_is_a_
     marker = tmp_path / "host" / "marker.txt"
     repo = _hostile(tmp_path / "hostile", marker)
     env = Environment(key="hostile 0.1", python_requested="3.9", as_of="2024-01-01")
-    tag = ensure_env_image(_task("hostile", repo, env, "0.1"), base39, client=docker_client)
+    tag = ensure_task_image(_task("hostile", repo, env, "0.1"), base39, client=docker_client)
     assert not marker.exists() and not marker.parent.exists()
     sandbox = box(tag, repo)
     probe = sandbox.exec("cat ran-in-build.txt; echo; ls -d hostile.egg-info; "
@@ -171,7 +176,7 @@ def test_setup_py_runs_only_in_the_network_less_build_and_a_failed_install_is_a_
                                                  "PermissionError", "no-layer-folder"]
     broken = _task("hostile-broken", repo, env, "0.1", install="echo 'cannot build this' >&2; exit 3")
     with pytest.raises(EnvironmentBuildError) as caught:
-        ensure_env_image(broken, base39, client=docker_client)
+        ensure_task_image(broken, base39, client=docker_client)
     assert not isinstance(caught.value, EnvironmentUnsupported)
     assert INSTALL_FAILED in str(caught.value) and "cannot build this" in str(caught.value)
 
@@ -182,7 +187,7 @@ def test_an_sdist_only_dependency_is_built_offline_and_installed(tmp_path, docke
     (repo / "app" / "__init__.py").write_text("import markupsafe\n")
     (repo / "requirements.txt").write_text("markupsafe==1.1.1\n")   # no wheel for 3.9: built from its sdist
     env = Environment(key="markupsafe sdist", python_requested="3.9", as_of="2019-06-01")
-    tag = ensure_env_image(_task("sdist", repo, env, "0.1", install=""), base39, client=docker_client)
+    tag = ensure_task_image(_task("sdist", repo, env, "0.1", install=""), base39, client=docker_client)
     sandbox = box(tag, repo)
     probe = sandbox.exec("python -c 'import app, markupsafe; print(markupsafe.__version__)'", timeout=60)
     assert (probe.exit_code, probe.stdout.text.strip()) == (0, "1.1.1"), probe.stderr.text
@@ -210,7 +215,7 @@ def test_a_compiled_project_is_built_with_the_toolchain_variant_and_its_extensio
     base = sandbox_image(Config(), "3.9", task=task)
     assert "-plus-" in base and docker_client.images.get(base).labels["harness.image.packages"] == \
         "build-essential pkg-config python3-dev"
-    sandbox = box(ensure_env_image(task, base, client=docker_client), repo)
+    sandbox = box(ensure_task_image(task, base, client=docker_client), repo)
     probe = sandbox.exec("python -c 'import fast; print(fast.add(40, 2))' && ls fast/", timeout=60)
     assert probe.exit_code == 0 and probe.stdout.text.startswith("42\n"), probe.stderr.text
     assert ".so" in probe.stdout.text        # built in place by the instance build, carried by the overlay
@@ -245,7 +250,7 @@ def test_unsupported_recipes_say_what_is_missing(tmp_path):
     # a resolution that fails (no such release) is unsupported, with uv's words
     stale = Environment(key="k", python_requested="3.9", pins=("mpmath==99.0",), as_of="2020-12-12")
     with pytest.raises(EnvironmentUnsupported, match="mpmath"):
-        ensure_environment_image(_task("t", repo, stale, "1.7"), "unused", client=docker.from_env())
+        ensure_venv_image(_task("t", repo, stale, "1.7"), "unused", client=docker.from_env())
 
 
 def test_test_variables_are_checked_and_quoted():

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness.errors import TaskError
-from harness.evaluation.instances import load_instances
+from harness.evaluation.instance_files import load_instances
 from harness.evaluation.report import InstanceRecord, build_report
 from tests.evaluation.conftest import SWEBENCH_DATA
 

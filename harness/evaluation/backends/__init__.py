@@ -1,7 +1,7 @@
 """Where a batch's instances run: the `Backend` protocol and the batch state a backend reports into.
 
 Two implementations: `local.ThreadPoolBackend` (a thread pool on this machine) and `ray.RayBackend`
-(one Ray task per instance). Each runs `harness.evaluation.instance.evaluate_instance` for every pending
+(one Ray task per instance). Each runs `harness.evaluation.one_instance.evaluate_instance` for every pending
 task and hands each record to `Batch.finish` as it completes; on an interrupt it cleans up its
 containers, leaves the finished instances written and re-raises.
 """

@@ -22,7 +22,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from harness.core.task import Task
 from harness.evaluation.backends import Batch
-from harness.evaluation.instance import evaluate_instance
+from harness.evaluation.one_instance import evaluate_instance
 from harness.evaluation.options import RUN_LABEL, StopRequest
 from harness.evaluation.report import DONE, InstanceRecord, instance_dir
 from sandbox.docker_client import client_or_default

@@ -27,8 +27,8 @@ from harness import checks
 from harness.config import Config, Secrets
 from harness.core.task import Task
 from harness.evaluation.backends import Batch
-from harness.evaluation.instance import evaluate_instance
-from harness.evaluation.instances import Prediction
+from harness.evaluation.instance_files import Prediction
+from harness.evaluation.one_instance import evaluate_instance
 from harness.evaluation.options import RUN_LABEL, EvalOptions
 from harness.evaluation.progress import SilentEvents
 from harness.evaluation.ray_backend import Outcome, connection, import_ray, quiet_stdout, run_on_ray

@@ -13,6 +13,7 @@ import shlex
 from typing import Any
 
 from harness.config import ToolsConfig
+from harness.container_scripts import script_text
 from harness.errors import PathError, ToolError
 from harness.tools.base import Effect, Tool, ToolContext
 from harness.tools.paths import display, resolve_in_sandbox
@@ -25,27 +26,8 @@ files under `path` (default: the whole project; .git and __pycache__ are skipped
 most, so you can narrow the pattern or the path. Use `find_code` instead to look for code by what \
 it does rather than by exact text."""
 
-# Runs with the sandbox's python3, whatever its version: keep it plain.
-SUMMARISE = r"""
-import collections, json, sys
-out, err, rc, cap = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-counts, first, total = collections.Counter(), [], 0
-with open(out, "rb") as f:
-    for raw in f:
-        name, _, rest = raw.partition(b"\0")
-        num, _, text = rest.partition(b":")
-        name = name.decode("utf-8", "replace")
-        name = name[2:] if name.startswith("./") else name
-        counts[name] += 1
-        total += 1
-        if len(first) < cap:
-            shown = text.rstrip(b"\r\n").decode("utf-8", "replace")[:200]
-            first.append([name, int(num) if num.isdigit() else 0, shown])
-with open(err, errors="replace") as f:
-    errors = f.read()[-1500:]
-print(json.dumps({"rc": rc, "total": total, "nfiles": len(counts), "top": counts.most_common(8),
-                  "first": first, "err": errors}))
-"""
+# Runs with the sandbox's python3, whatever its version (harness/container_scripts/search_summary.py).
+SUMMARISE = "search_summary.py"
 
 
 def search_tool(config: ToolsConfig) -> Tool:
@@ -68,7 +50,8 @@ def _search(ctx: ToolContext, pattern: str, path: str, cap: int) -> str:
     script = (f"cd {WORKDIR} || exit 9\nout=$(mktemp); err=$(mktemp)\n"
               f"grep -rnHIZ -P --exclude-dir=.git --exclude-dir=__pycache__ -e {shlex.quote(pattern)} -- {rel} "
               f">\"$out\" 2>\"$err\"; rc=$?\n"
-              f"python3 -c {shlex.quote(SUMMARISE)} \"$out\" \"$err\" \"$rc\" {cap}\nrm -f \"$out\" \"$err\"")
+              f"python3 -c {shlex.quote(script_text(SUMMARISE))} \"$out\" \"$err\" \"$rc\" {cap}\n"
+              "rm -f \"$out\" \"$err\"")
     res = ctx.sandbox.exec(script, timeout=60, save_output=False)
     try:
         data = json.loads(res.stdout.text)

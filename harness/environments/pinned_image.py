@@ -1,5 +1,6 @@
-"""Task environment images: the sandbox image for the task's Python, plus its pinned requirements
-installed offline from a host-built wheelhouse, plus (with `install_cmd`) the project installed.
+"""Environment images of tasks whose requirements are pinned by hand: the sandbox image for the task's
+Python, plus its pinned requirements installed offline from a host-built wheelhouse, plus (with
+`install_cmd`) the project installed.
 
 The Dockerfile is fixed text: nothing a task supplies is ever pasted into it (an `install_cmd` line
 such as ``ADD http://...`` or ``COPY --from=<image>`` would otherwise be a Dockerfile instruction run
@@ -12,9 +13,6 @@ image, the requirements, the install command and, only when there is one, the pr
 so tasks with equal environments share one image and nothing is rebuilt while its inputs stand.
 Builds run with `docker build --network none`. A failed build raises `EnvironmentBuildError`, which
 the batch runner records as an infrastructure error of that task, never as a model failure.
-
-A task with an `Environment` recipe (SWE-bench rows) is built differently, by `resolved.py`: a venv
-environment image shared per recipe, then a thin instance image per task (see there).
 """
 
 from __future__ import annotations
@@ -22,64 +20,24 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import docker
-import docker.errors
 from packaging.requirements import Requirement
 
-from harness.config import Config
 from harness.core.task import Task
-from harness.environments.errors import EnvironmentBuildError, EnvironmentUnsupported
-from harness.environments.resolved import (
-    HASH_LABEL,
-    KIND_LABEL,
-    REPOSITORY,
-    ensure_instance_image,
-    system_packages,
-    tree_hash,
-    unsupported,
-)
-from harness.environments.venv import RECIPE_VERSION
+from harness.environments.errors import EnvironmentBuildError
+from harness.environments.recipe import ENV_DIR, RECIPE_VERSION
+from harness.environments.tags import HASH_LABEL, KIND_LABEL, REPOSITORY, build_lock, tree_hash
 from harness.environments.wheelhouse import WheelhouseError, build_wheelhouse, checked
-from sandbox.api import Progress, quiet
-from sandbox.docker_client import client_or_default
+from sandbox.api import Progress
 from sandbox.errors import ImageError
-from sandbox.images import BASE_LABEL, build_context, ensure_image, image_exists
-
-_locks: dict[str, threading.Lock] = {}
-_locks_guard = threading.Lock()
-
-
-def sandbox_image(config: Config, python: str, progress: Progress = quiet, task: Task | None = None) -> str:
-    """The sandbox image to run in: config.sandbox.image, or with "auto" the one built locally for
-    `python` (built now if it does not exist yet), with the Debian packages `task`'s environment recipe
-    needs (a variant; see `resolved.system_packages`).
-
-    Raises:
-        EnvironmentUnsupported: the recipe cannot be followed offline (`resolved.unsupported`, checked
-            first), or the variant with the recipe's packages could not be made (the mirror does
-            not have one of them, say); the reason holds the build's words.
-        ImageError: the sandbox image itself could not be built.
-    """
-    if task is not None and task.environment is not None:
-        unsupported(task.id, task.environment)     # before building anything for it
-    if config.sandbox.image != "auto":
-        return config.sandbox.image
-    packages = system_packages(task.environment) if task is not None else ()
-    if not packages:
-        return ensure_image(python=python, base=config.sandbox.base, progress=progress)
-    assert task is not None
-    try:
-        return ensure_image(python=python, base=config.sandbox.base, progress=progress, packages=packages)
-    except ImageError as exc:
-        raise EnvironmentUnsupported(task.id, f"the sandbox image with the recipe's Debian packages "
-                                              f"{list(packages)} could not be made offline: {exc}") from exc
+from sandbox.images import BASE_LABEL, build_context, image_exists
 
 
 def env_hash(task: Task, base_image: str) -> str:
+    """The hash of everything that goes into `task`'s pinned image on `base_image` (its tag is REPOSITORY:hash)."""
     h = hashlib.sha256(f"{RECIPE_VERSION}\n{base_image}\n{task.python}\n".encode())
     h.update("\n".join(sorted(task.requirements)).encode())
     if task.install_cmd:
@@ -88,7 +46,7 @@ def env_hash(task: Task, base_image: str) -> str:
     return h.hexdigest()[:16]
 
 
-_ENV = "/opt/harness/env"
+_ENV = ENV_DIR
 _DOCKERFILE = ("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nUSER root\n"
                f"COPY requirements.txt {_ENV}/requirements.txt\n")
 _WHEELS = (f"COPY wheels/ {_ENV}/wheels/\n"
@@ -106,24 +64,18 @@ def dockerfile(*, wheels: bool, install: bool) -> str:
     return _DOCKERFILE + (_WHEELS if wheels else "") + (_INSTALL if install else "") + _END
 
 
-def ensure_env_image(task: Task, base_image: str, *, client: docker.DockerClient | None = None,
-                     progress: Progress = quiet, direct_references: bool = False, env_tag: str | None = None) -> str:
-    """The tag of `task`'s environment image, built on `base_image` if it does not exist yet.
-    A requirement or dependency given as a URL (a wheel file) is fetched only with `direct_references`.
-    A task with an `environment` recipe gets its instance image on a shared venv environment
-    (`resolved.ensure_instance_image`; `env_tag`: that shared image, when the caller already has it);
-    the others get one image of their pinned requirements.
+def ensure_pinned_image(task: Task, base_image: str, *, client: docker.DockerClient, progress: Progress,
+                        direct_references: bool = False) -> str:
+    """The tag of the image of `task`'s pinned requirements (and project install) on `base_image`, built
+    if it does not exist yet. A requirement or dependency given as a URL (a wheel file) is fetched only
+    with `direct_references`.
 
     Raises:
-        EnvironmentUnsupported: (recipe tasks) the environment cannot be built offline; the reason says why.
         EnvironmentBuildError: the wheelhouse or the image could not be made.
     """
-    client = client_or_default(client)
-    if task.environment is not None:
-        return ensure_instance_image(task, base_image, client=client, progress=progress, env_tag=env_tag)
     digest = env_hash(task, base_image)
     tag = f"{REPOSITORY}:{digest}"
-    with _lock(digest):
+    with build_lock(digest):
         if image_exists(client, tag):
             return tag
         started = time.monotonic()
@@ -174,8 +126,3 @@ def _build(client: docker.DockerClient, ctx: Path, tag: str, digest: str, base_i
                       buildargs={"BASE_IMAGE": base_image})
     except ImageError as exc:
         raise EnvironmentBuildError(str(exc)) from exc
-
-
-def _lock(digest: str) -> threading.Lock:
-    with _locks_guard:
-        return _locks.setdefault(digest, threading.Lock())

@@ -4,14 +4,16 @@ packed project.
 
 Not a `docker build`: each build step costs seconds on a slow storage driver and the project's files
 would be committed into a layer that no sandbox ever reads (its /workspace is a fresh tmpfs). Instead
-one hardened, network-less container of the environment image (the agent user, no capabilities, no new
-privileges, tmpfs /workspace, /tmp and /home/agent) gets the project as the sandbox packs it and runs
-the recipe's build script (`venv.INSTANCE_BUILD`), which compares the container's own filesystem
-before and after the install (the mounts left out, as `docker commit` leaves them) and writes what
-changed as a layer tar, whiteouts included. The host loads that layer on top of the environment
-image with the test variables and the labels in its config (`load_image`): `docker commit` would do
-the same, but on a storage driver without a native diff (fuse-overlayfs here) it compares the whole
-image and took 4 to 6 s an instance.
+one network-less container of the environment image, hardened as a sandbox is (`container_options(
+layer_build=True)`: a writable root and one capability for the root-run layer script; the build's
+processes run as the agent user, with no capabilities and no new privileges, in tmpfs /workspace,
+/tmp and /home/agent), gets the project as the sandbox packs it and runs the recipe's build script
+(`container_scripts/instance_build.py`); the layer script (`container_scripts/layer_diff.py`) compares
+the container's own filesystem before and after the install (the mounts left out, as `docker commit`
+leaves them) and writes what changed as a layer tar, whiteouts included. The host loads that layer on
+top of the environment image with the test variables and the labels in its config (`load_image`):
+`docker commit` would do the same, but on a storage driver without a native diff (fuse-overlayfs here)
+it compares the whole image and took 4 to 6 s an instance.
 
 The packed project stays in the image as `PROJECT_ARCHIVE`, owned by root and read-only (the build's
 user cannot change it): a sandbox of the instance unpacks it into its /workspace instead of packing
@@ -24,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import posixpath
 import tarfile
 import time
@@ -35,17 +38,24 @@ import docker
 import docker.errors
 from docker.models.containers import Container
 
+from harness.container_scripts import script_text
 from harness.environments.errors import EnvironmentBuildError
-from harness.environments.venv import INSTANCE_DIR, LAYER_DIR, LAYER_SCRIPT, PROJECT_ARCHIVE, VENV
+from harness.environments.recipe import INSTANCE_DIR, LAYER_DIR, LAYER_SCRIPT, PROJECT_ARCHIVE, VENV
 from sandbox import copy as copying
-from sandbox.deployment.lifeline import start_tied
-from sandbox.reaper import owner_labels
+from sandbox.api import Limits, SandboxSpec
+from sandbox.deployment import DockerDeployment
+from sandbox.errors import SandboxError
 
 MAX_BYTES = 1 << 30          # the project as packed for the build, at most
 MAX_FILES = 200_000
 BUILD_TIMEOUT = 3600         # seconds the project's install and checks may take
-LAYER = f"{LAYER_DIR}/layer.tar"      # where venv.LAYER_SCRIPT writes the layer
-_TMPFS = "rw,exec,nosuid,nodev,uid=1000,gid=1000,mode=0755"
+BUILD_SCRIPT = "build.py"    # container_scripts/instance_build.py, as it is named in INSTANCE_DIR
+LAYER = f"{LAYER_DIR}/layer.tar"      # where the layer script writes the layer
+# a project's install (a C extension compiled, a django-sized tree in the tmpfs) needs more than a session:
+# every CPU, as the official harness gives, and files as large as a layer may be; the open files stay the
+# sandbox's (a limit above the daemon's own hard limit makes the start fail)
+BUILD_LIMITS = Limits(memory="8g", cpus=float(os.cpu_count() or 1), pids=4096, workspace_size="4g",
+                      tmp_size="4g", home_size="1g", file_size=16 << 30)
 
 
 def build_instance(client: docker.DockerClient, env_tag: str, tag: str, repo_dir: Path, files: dict[str, str],
@@ -62,20 +72,14 @@ def build_instance(client: docker.DockerClient, env_tag: str, tag: str, repo_dir
         packed = copying.pack_directory(repo_dir, MAX_BYTES, MAX_FILES)
     except OSError as exc:
         raise EnvironmentBuildError(f"packing {repo_dir} for the instance build failed: {exc}") from exc
-    session = f"envbuild-{uuid.uuid4().hex[:8]}"
+    spec = SandboxSpec(image=env_tag, session=f"envbuild-{uuid.uuid4().hex[:8]}", limits=BUILD_LIMITS,
+                       labels={"harness.kind": "envbuild"}, direct_channel=False)
+    deployment = DockerDeployment(spec, client, layer_build=True)
     try:
-        # started on its lifeline: it ends with this process, however this process ends
-        container, lifeline = start_tied(
-            client, env_tag, user="1000:1000", working_dir="/workspace",
-            # DAC_READ_SEARCH serves only the root-run layer script (reading what the build's user wrote, a
-            # file of mode 0600 included); the build's own processes run as 1000, without capabilities
-            network_mode="none", cap_drop=["ALL"], cap_add=["DAC_READ_SEARCH"],
-            security_opt=["no-new-privileges"], pids_limit=4096,
-            tmpfs={"/workspace": f"{_TMPFS},size=4g", "/tmp": f"{_TMPFS},size=4g", "/home/agent": f"{_TMPFS},size=1g"},
-            init=True, labels={**owner_labels(session), "harness.kind": "envbuild"},
-            name=f"harness-{session}")
-    except docker.errors.APIError as exc:
+        deployment.start()      # on its lifeline: it ends with this process, however this process ends
+    except (docker.errors.APIError, SandboxError) as exc:
         raise EnvironmentBuildError(f"creating the build container of {tag} on {env_tag} failed: {exc}") from exc
+    container = deployment.container
     try:
         t1 = time.monotonic()
         if not (container.put_archive("/opt/harness", _project_tar(packed))
@@ -84,7 +88,7 @@ def build_instance(client: docker.DockerClient, env_tag: str, tag: str, repo_dir
         _layer_step(container, tag, "before")
         t2 = time.monotonic()
         code, output = container.exec_run(["timeout", str(BUILD_TIMEOUT), f"{VENV}/bin/python",
-                                           f"{INSTANCE_DIR}/build.py"], user="1000:1000", workdir="/workspace")
+                                           f"{INSTANCE_DIR}/{BUILD_SCRIPT}"], user="1000:1000", workdir="/workspace")
         text = output.decode("utf-8", "replace") if isinstance(output, bytes) else str(output)
         if code != 0:
             tail = "\n".join(text.splitlines()[-60:])
@@ -99,15 +103,11 @@ def build_instance(client: docker.DockerClient, env_tag: str, tag: str, repo_dir
     except docker.errors.APIError as exc:
         raise EnvironmentBuildError(f"building {tag} on {env_tag} failed: {exc}") from exc
     finally:
-        try:
-            container.remove(force=True)
-        except docker.errors.NotFound:
-            pass
-        lifeline.close()
+        deployment.stop()
 
 
 def _layer_step(container: Container, tag: str, step: str) -> str:
-    """Run venv.LAYER_SCRIPT's `step` as root with the system interpreter, isolated (-I -S: no site folder
+    """Run the layer script's `step` as root with the system interpreter, isolated (-I -S: no site folder
     the build's user could have written to); returns what it printed."""
     code, output = container.exec_run(["/usr/bin/python3", "-I", "-S", f"{LAYER_DIR}/layer.py", step], user="0:0",
                                       workdir="/", environment={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
@@ -207,7 +207,7 @@ def _project_tar(packed: bytes, with_layer_script: bool = True) -> bytes:
     entries: list[tuple[str, bytes | None, int]] = [
         (posixpath.dirname(PROJECT_ARCHIVE), None, 0o755), (PROJECT_ARCHIVE, packed, 0o444)]
     if with_layer_script:
-        entries += [(LAYER_DIR, None, 0o700), (f"{LAYER_DIR}/layer.py", LAYER_SCRIPT.encode(), 0o400)]
+        entries += [(LAYER_DIR, None, 0o700), (f"{LAYER_DIR}/layer.py", script_text(LAYER_SCRIPT).encode(), 0o400)]
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:") as tar:
         for path, data, mode in entries:

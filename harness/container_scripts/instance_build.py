@@ -1,0 +1,166 @@
+"""The instance build: runs in the network-less build container with the venv's Python (3.9 and up: no
+newer syntax). It unpacks the project into /workspace, snapshots it, runs pre-install.sh and install.sh
+there, checks the imports from /, and copies what the install added or changed to the overlay.
+
+Shipped into the container as /opt/harness/instance/build.py by `harness.environments.instance_image`;
+its paths and markers are `harness.environments.recipe`'s (tests/evaluation/test_container_scripts.py
+holds them equal).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from typing import IO, Union
+
+WORK, HERE, OVERLAY = "/workspace", "/opt/harness/instance", "/opt/harness/overlay"
+PROJECT = "/opt/harness/project/workspace.tar"
+WHEELS = "/opt/harness/env/wheels"
+VENV_BIN = "/opt/harness/venv/bin"
+INSTALL_FAILED = "harness: the project's install failed"
+IMPORT_FAILED = "harness: the project does not import:"
+SKIP = {".git", "__pycache__"}
+NOT_PACKAGES = {"tests", "test", "testing", "docs", "doc", "examples", "benchmarks", "scripts", "tools", "bin"}
+
+Identity = Union[str, tuple[int, int, int, int, int]]
+
+
+def snapshot() -> dict[str, Identity]:
+    # what identifies a file's content here: a write changes its ctime (which no process sets back), a
+    # replacement its inode; reading every file to hash it cost a second a pass on a django-sized tree
+    files: dict[str, Identity] = {}
+    for top, dirs, names in os.walk(WORK):
+        dirs[:] = [d for d in dirs if d not in SKIP]
+        for name in names:
+            path = os.path.join(top, name)
+            if os.path.islink(path):
+                files[path] = "link:" + os.readlink(path)
+            elif os.path.isfile(path):
+                st = os.lstat(path)
+                files[path] = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+    return files
+
+
+def run(script: str, log: IO[str]) -> bool:
+    if not os.path.getsize(script):
+        return True
+    return subprocess.call(["bash", "-e", script], cwd=WORK, stdout=log, stderr=subprocess.STDOUT) == 0
+
+
+def top_level_names() -> list[str]:
+    names: list[str] = []
+    own: list[str] = []
+    for base in (WORK, os.path.join(WORK, "src")):
+        for entry in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+            top = os.path.join(base, entry, "top_level.txt")
+            if entry.endswith(".egg-info") and os.path.isfile(top):
+                with open(top) as handle:
+                    listed = [n.strip() for n in handle.read().split() if n.strip()]
+                names += listed
+                # the distribution's own package, when listed, is the one to import: others may be shims
+                # that raise ImportError on purpose (pydicom 1.x's `dicom`)
+                own += [n for n in listed if n.lower() == entry[:-len(".egg-info")].lower().replace("-", "_")]
+    if own:
+        return sorted(set(own))
+    if names:
+        return sorted({n for n in names if n.isidentifier()})
+    for base in (WORK, os.path.join(WORK, "src")):
+        for entry in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+            if entry not in NOT_PACKAGES and entry.isidentifier() \
+                    and os.path.isfile(os.path.join(base, entry, "__init__.py")):
+                names.append(entry)
+    return names
+
+
+def link_scripts() -> None:
+    """Link the venv's new scripts (the project's console scripts: django-admin, pylint) into
+    /usr/local/bin, first on the sandbox's PATH. Not link-scripts.sh: as the build's user it stopped at
+    the root-owned link of the venv's __pycache__ folder, before any script."""
+    for name in sorted(os.listdir(VENV_BIN)):
+        script, link = os.path.join(VENV_BIN, name), os.path.join("/usr/local/bin", name)
+        if name.startswith(("python", "activate", "Activate")) or not os.path.isfile(script):
+            continue
+        if os.path.lexists(link):
+            if not os.path.islink(link) or os.readlink(link) == script:
+                continue      # a wrapper of ours, or linked already
+            os.remove(link)
+        os.symlink(script, link)
+
+
+SPENT: list[str] = []
+
+
+def spent(what: str, since: float) -> float:
+    SPENT.append(f"{what} {time.monotonic() - since:.1f}s")
+    return time.monotonic()
+
+
+def install(settings: dict[str, object]) -> bool:
+    """Run pre-install.sh and install.sh offline; print the log's tail."""
+    env = dict(os.environ, PIP_NO_INDEX="1", PIP_FIND_LINKS=WHEELS, PIP_NO_CACHE_DIR="1",
+               PIP_DISABLE_PIP_VERSION_CHECK="1")
+    if not os.path.isdir(os.path.join(WORK, ".git")):
+        env.setdefault("SETUPTOOLS_SCM_PRETEND_VERSION", str(settings["scm_version"]))
+    os.environ.update(env)
+    with open("/tmp/install.log", "w") as log:
+        ok = run(os.path.join(HERE, "pre-install.sh"), log) and run(os.path.join(HERE, "install.sh"), log)
+    with open("/tmp/install.log", errors="replace") as log_text:
+        tail = log_text.read().splitlines()[-40:]
+    print("\n".join(tail))
+    return ok
+
+
+def imports_ok(where: str) -> bool:
+    """Whether each of the project's top-level packages imports from `where`; prints which."""
+    for name in top_level_names():
+        check = subprocess.run([sys.executable, "-c", "import " + name], cwd=where,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if check.returncode != 0:
+            print(check.stdout[-3000:])
+            print(IMPORT_FAILED + " " + name + " (from " + where + ")")
+            return False
+        print("imports: " + name)
+    return True
+
+
+def save_overlay(before: dict[str, Identity], after: dict[str, Identity]) -> None:
+    changed = sorted(p for p, h in after.items() if before.get(p) != h)
+    for path in changed:
+        dest = OVERLAY + path[len(WORK):]
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        shutil.copy2(path, dest, follow_symlinks=False)
+    os.makedirs(OVERLAY, exist_ok=True)
+    print(f"overlay: {len(changed)} file(s) added or changed by the install")
+
+
+def main() -> int:
+    t = time.monotonic()
+    subprocess.check_call(["tar", "-x", "--no-same-owner", "-p", "-f", PROJECT, "-C", WORK])
+    with open(os.path.join(HERE, "settings.json")) as handle:
+        settings = json.load(handle)
+    t = spent("unpack", t)
+    before = snapshot()
+    t = spent("snapshot", t)
+    ok = install(settings)
+    t = spent("install", t)
+    if not ok:
+        print(INSTALL_FAILED)
+        return 1
+    link_scripts()
+    if not imports_ok("/" if settings["installed"] else WORK):
+        return 1
+    t = spent("import check", t)
+    after = snapshot()
+    t = spent("snapshot", t)
+    save_overlay(before, after)
+    spent("overlay", t)
+    print("time: " + ", ".join(SPENT))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
