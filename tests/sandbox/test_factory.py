@@ -1,6 +1,8 @@
 """One sandbox factory: the provider a spec names is constructed in `sandbox/factory.py` only, and every
 SandboxSpec the harness starts is made by `harness/assembly.py` (the pool's blanks, in `sandbox/pool.py`,
-copy a spec they were given)."""
+copy a spec they were given). The one other maker is an environment build's container
+(`harness/environments/instance_layer.py`): a build, not a workspace, started by `DockerDeployment` with
+`layer_build=True`, the one named relaxation of `container_options()`."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from sandbox.factory import create_sandbox
 from tests.test_imports import ROOT, module_names
 
 FACTORY = "sandbox.factory"
-SPEC_MAKERS = {"harness.assembly", "sandbox.pool"}
+SPEC_MAKERS = {"harness.assembly", "sandbox.pool", "harness.environments.instance_layer"}
 
 
 def _calls(source: str, name: str) -> int:
