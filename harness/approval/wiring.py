@@ -21,7 +21,7 @@ from harness.approval.policy import load_policy
 from harness.approval.queue import ApprovalQueue
 from harness.config import APPROVAL_MODES, ApprovalMode, Config
 from harness.errors import ConfigError
-from harness.mcp.specs import mcp_actions
+from harness.mcp.connect import mcp_actions
 from harness.tools.base import Tool
 from harness.tools.outbound.registry import outbound_tools
 
