@@ -34,7 +34,7 @@ from typing import Literal
 from harness.config import Config
 from harness.core.task import Task
 from harness.environments import ensure_task_image, sandbox_image
-from harness.mcp.specs import mcp_actions
+from harness.mcp.connect import mcp_actions
 from harness.messages import ToolResult, ToolUse
 from harness.tools.base import Approver, Tool, ToolContext
 from harness.tools.catalog import Catalog, default_catalog

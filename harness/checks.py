@@ -4,6 +4,12 @@ Everything an input file (instances, predictions, task.json) or the model contro
 that becomes part of a path or a command-line argument passes one of the validators here first; a file
 the harness writes or removes on the host goes through the functions here, which never follow a link.
 
+Over 400 lines, one file on purpose: it is the whole host boundary, read in one place to audit it (a
+hostile value checked before it becomes a path or an argument, a hostile tree walked without following
+a link before a file in it is touched: `child` and the `*_beneath` family share that one walk); and the
+kernel probe `_openat2_ok` lives beside `_openat2` in this module, where the tests and
+bench/bench_beneath.py switch it to run both walks.
+
     commit(value, where)          a git commit: 7 to 40 hex digits, nothing else
     identifier(value, where)      a task or instance id: letters, digits, `_`, `.`, `-`; no `/`, no leading `.`/`-`
     requirement(value, where)     one pip requirement: name, extras, exact pin, marker; no options, paths or URLs

@@ -16,15 +16,15 @@ a request whose stored arguments still hash to the approved value can be claimed
 
 Grants (`harness.approval.grants`) live in the same database, so a request is decided by a grant in
 one transaction with the grant's state: a revoked grant decides nothing after its revocation commits.
-(Over 400 lines: every statement that writes the database is here, next to the transactions.)
 
-The state folder is created 0700 and the database files 0600: they hold what the model sent.
+The database itself (its schema, its files, opening it, bringing an older one up to date) is
+`harness.approval.database`; every statement that writes a request or a grant is here, next to its
+transaction.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import threading
 import time
@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from harness.approval.database import DB_NAME, open_database
 from harness.approval.grants import GrantRule, covers, derive, narrow
 from harness.approval.records import (
     TERMINAL,
@@ -45,52 +46,8 @@ from harness.approval.records import (
     canonical_hash,
     process_id,
 )
-from harness.checks import private_dir
-from harness.core.sqlite import use_wal
-from harness.errors import ApprovalError, UnsafePathError
+from harness.errors import ApprovalError
 from harness.tools.outbound.preview import safe_ident
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS requests (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    session TEXT NOT NULL, tool TEXT NOT NULL, key TEXT NOT NULL,
-    call_hash TEXT NOT NULL, args TEXT NOT NULL, preview TEXT NOT NULL, request_hash TEXT NOT NULL,
-    status TEXT NOT NULL, created_at REAL NOT NULL,
-    decided_at REAL, decided_by TEXT, reason TEXT, rule TEXT, approved_hash TEXT,
-    started_at REAL, executor TEXT, finished_at REAL, result TEXT);
-CREATE TABLE IF NOT EXISTS grants (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, decision TEXT NOT NULL, tool TEXT NOT NULL, rule TEXT NOT NULL,
-    rule_text TEXT NOT NULL, scope_kind TEXT NOT NULL, scope TEXT NOT NULL, session TEXT NOT NULL,
-    expires_at REAL, created_at REAL NOT NULL, granted_by TEXT NOT NULL, from_request INTEGER NOT NULL,
-    preview_hash TEXT NOT NULL, revoked_at REAL, revoked_by TEXT, decided INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS audit (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, request_id INTEGER NOT NULL,
-    event TEXT NOT NULL, actor TEXT NOT NULL, detail TEXT NOT NULL);
-"""
-OLD_UNIQUE = "UNIQUE (tool, key)"      # databases made before an expired name could be asked anew
-SCOPED = """CREATE UNIQUE INDEX IF NOT EXISTS requests_open_scoped_name ON requests (tool, scope, key)
-    WHERE status != 'expired'"""          # a key names one action of one scope (a session, or a run)
-DB_NAME = "approvals.sqlite3"
-
-
-def _private_files(db: Path) -> None:
-    """The database (created if missing) and its WAL/SHM companions: 0600, never through a link.
-    SQLite creates the companions with the database's mode.
-
-    An existing file is only chmod-ed, never opened: closing any descriptor of a file drops every
-    POSIX lock this process holds on it, so opening the database here while another connection of
-    this process has it open would leave that connection unlocked and reading a stale snapshot."""
-    for path in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
-        if os.path.islink(path):
-            raise UnsafePathError(f"refusing {path}: it is a symbolic link (to {os.readlink(path)!r}); "
-                                  "the approval database is never opened through a link")
-        if os.path.lexists(path):
-            os.chmod(path, 0o600)
-        elif path == db:    # nothing of this process can hold it open yet
-            try:
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
-            except FileExistsError:
-                os.chmod(path, 0o600)   # another process created it meanwhile
 
 
 class ApprovalQueue:
@@ -103,63 +60,11 @@ class ApprovalQueue:
         self.state_dir = Path(state_dir)
         self._lock = threading.RLock()
         self.path = self.state_dir / DB_NAME
-        try:
-            private_dir(self.state_dir)
-            _private_files(self.path)
-            self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None,
-                                       check_same_thread=False)
-            self._db.row_factory = sqlite3.Row
-            use_wal(self._db)
-            self._db.execute("PRAGMA busy_timeout=30000")
-            self._migrate()
-            self._db.executescript(SCHEMA)
-            self._add_scope()
-            self._add_grant_column()
-        except (OSError, sqlite3.Error) as exc:
-            raise ApprovalError(f"cannot open the approval queue in {self.state_dir}: {exc}; expected a "
-                                "writable directory, e.g. `--state-dir ~/.local/state/harness`") from exc
+        self._db = open_database(self.state_dir, self.path)
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
-
-    def _migrate(self) -> None:
-        """Rebuild a `requests` table made with UNIQUE (tool, key) (same columns, partial index after)."""
-        def old() -> bool:
-            row = self._db.execute("SELECT sql FROM sqlite_master WHERE type='table' AND name='requests'").fetchone()
-            return row is not None and OLD_UNIQUE in row[0]
-        if not old():
-            return
-        with self._tx() as db:
-            if not old():         # another process migrated it meanwhile
-                return
-            db.execute("ALTER TABLE requests RENAME TO requests_before_migration")
-            db.execute(SCHEMA.split(";")[0])
-            db.execute("INSERT INTO requests SELECT * FROM requests_before_migration")
-            db.execute("DROP TABLE requests_before_migration")
-
-    def _add_scope(self) -> None:
-        """The `scope` column (whose keys: a session's, or a run's) and the index naming a request by
-        (tool, scope, key), added to a database made before keys had a scope (theirs: scope '')."""
-        def has() -> bool:
-            return any(r["name"] == "scope" for r in self._db.execute("PRAGMA table_info(requests)"))
-        if has() and self._db.execute("SELECT 1 FROM sqlite_master WHERE name='requests_open_scoped_name'").fetchone():
-            return
-        with self._tx() as db:
-            if not has():
-                db.execute("ALTER TABLE requests ADD COLUMN scope TEXT NOT NULL DEFAULT ''")
-            db.execute("DROP INDEX IF EXISTS requests_open_name")
-            db.execute(SCOPED)
-
-    def _add_grant_column(self) -> None:
-        """`requests.grant_id` (the grant that decided it), added to a database made before grants."""
-        def has() -> bool:
-            return any(r["name"] == "grant_id" for r in self._db.execute("PRAGMA table_info(requests)"))
-        if has():
-            return
-        with self._tx() as db:
-            if not has():
-                db.execute("ALTER TABLE requests ADD COLUMN grant_id INTEGER")
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:

@@ -32,7 +32,7 @@ from harness.evaluation.preflight import DEFAULT_RESERVE_GIB, check_repo_urls, r
 from harness.evaluation.progress import LineEvents, LiveEvents, repository_summary, summary_table
 from harness.evaluation.ray_backend import check_address, import_ray
 from harness.evaluation.runner import run_evaluation
-from harness.mcp.specs import start_servers
+from harness.mcp.connect import start_servers
 from harness.outputs import record_output
 
 

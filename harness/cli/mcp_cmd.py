@@ -65,8 +65,8 @@ def _run(args: argparse.Namespace) -> int:
     limits = session_limits(config.sandbox.limits, args.memory)
     if not re.fullmatch(r"3\.\d{1,2}", args.python):
         raise ConfigError(f"--python {args.python!r} is not a Python version; expected 3.X, e.g. --python 3.11")
-    from harness.mcp.http_guard import write_token  # noqa: PLC0415 - SDK: see specs.py
-    from harness.mcp.server import SandboxService, serve_http, serve_stdio  # noqa: PLC0415 - SDK: see specs.py
+    from harness.mcp.http_guard import write_token  # noqa: PLC0415 - SDK: see connect.py
+    from harness.mcp.server import SandboxService, serve_http, serve_stdio  # noqa: PLC0415 - SDK: see connect.py
     say = stderr_progress("harness mcp")
     service = SandboxService(args.dir, config, approve=args.approve or "ask", python=args.python,
                              include=tuple(args.include), say=say, pool=args.pool,

@@ -29,7 +29,8 @@ from harness.core.task import Task, load_task
 from harness.errors import ConfigError, TaskError
 from harness.inplace import RepoTask, read_problem, repo_task, selection_lines, write_base
 from harness.loop import StepEvent, StopReason
-from harness.mcp.specs import parse_server, start_servers
+from harness.mcp.connect import start_servers
+from harness.mcp.specs import parse_server
 from harness.models.factory import make_model, resolve_auto, running
 from harness.outputs import record_output
 from harness.session import SessionOutcome, run_session, session_image

@@ -6,7 +6,7 @@
     servers_for(config)              the process's connections for `config.mcp` (started once, closed
                                      at exit), shared by every session of a run or an evaluation
     McpServers.actions()             one `OutboundAction` per server tool, named `mcp_<server>_<tool>`
-                                     (`harness.mcp.specs.mcp_actions(config)`: the same, and nothing
+                                     (`harness.mcp.connect.mcp_actions(config)`: the same, and nothing
                                      imported when no server is configured)
 
 A call to an external server leaves the sandbox: each is an outbound action, so it is previewed

@@ -1,22 +1,19 @@
 """What can be known of MCP servers without the SDK: their specs (`--mcp NAME=COMMAND`), the names their
-tools get, and the entry points that import the SDK only when servers are configured (importing it
-costs about half a second, which every `harness` command would otherwise pay at start)."""
+tools get, the hints a policy reads, and an MCP session's limits. It imports nothing of the SDK and
+nothing of `harness.mcp.client` (which imports this module): the entry points that start the SDK only
+when servers are configured are in `harness.mcp.connect`."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from harness.config import Config
 from harness.errors import ConfigError
 from sandbox.api import Limits
-
-if TYPE_CHECKING:
-    from harness.tools.outbound.action import OutboundAction
 
 IDLE_SECONDS = 1800.0
 """`harness mcp --http`: a session's sandbox is removed after this long without a call."""
@@ -108,20 +105,3 @@ def server_spec(name: str, command: str, where: str = "mcp.servers", trusted: bo
 def tool_name(server: str, tool: str) -> str:
     """The name the model calls: `mcp_<server>_<tool>`, in the characters every provider accepts."""
     return re.sub(r"[^A-Za-z0-9_-]", "_", f"mcp_{server}_{tool}")[:64]
-
-
-def start_servers(config: Config, say: Callable[[str], None] = lambda _m: None) -> None:
-    """Start `config.mcp`'s servers now (once per process), so that one that cannot start fails the run
-    before any work; nothing is imported when there are none."""
-    if config.mcp.servers:
-        from harness.mcp.client import servers_for  # noqa: PLC0415 - the SDK is imported only when used
-        servers_for(config, say)
-
-
-def mcp_actions(config: Config) -> list[OutboundAction]:
-    """One outbound action per tool of `config.mcp`'s servers (started on first use); [] without servers."""
-    if not config.mcp.servers:
-        return []
-    from harness.mcp.client import servers_for  # noqa: PLC0415 - the SDK is imported only when used
-    servers = servers_for(config)
-    return servers.actions() if servers is not None else []

@@ -192,109 +192,151 @@ def _grant(queue: ApprovalQueue, request_id: int, approve: bool, who: str, reaso
 
 
 def make_app(console: Console) -> Starlette:
-    """The console's ASGI app, `Guard` in front."""
-
-    def queue() -> ApprovalQueue:
-        if console.queue is None:
-            raise NotFound("this server shows no approvals")
-        return console.queue
-
-    def page(request: Request) -> Response:
-        session: Session = request.scope["harness.session"]           # the guard let only a signed-in one in
-        html = (STATIC / "index.html").read_text(encoding="utf-8")
-        html = html.replace("{{CSRF}}", session.csrf).replace("{{LANDING}}", console.landing)
-        return Response(html, media_type="text/html; charset=utf-8")
-
-    assets = {p.relative_to(STATIC).as_posix(): p for p in STATIC.rglob("*")
-              if p.is_file() and p.suffix in TYPES}
-
-    def asset(request: Request) -> Response:
-        name = str(request.path_params["name"])
-        if name not in assets:
-            return _error(404, f"no asset {safe_text(name)!r}")
-        return Response(assets[name].read_bytes(), media_type=TYPES[assets[name].suffix])
-
-    def state(_: Request) -> dict[str, Any]:
-        with console.lock:
-            q = queue()
-            return {"version": q.version(),
-                    "pending": [pending_view(r) for r in reversed(q.requests(("pending",)))],
-                    "history": [request_view(r) for r in q.requests() if r.status != "pending"][:100]}
-
-    async def decide(request: Request) -> Response:
-        raw = b""
-        async for chunk in request.stream():                 # read up to the cap, never the whole body
-            raw += chunk
-            if len(raw) > DECISION_CAP:
-                return _error(413, f"a decision body is at most {DECISION_CAP:,} bytes; expected {DECISION_EXAMPLE}")
-        try:
-            body = parse_json(raw, "the decision body")
-            approve = {"approve": True, "deny": False}[body["decision"]]
-            request_id, reason, seen = int(body["id"]), str(body.get("reason", ""))[:2000], str(body["hash"])
-            scope = body.get("grant")
-            if scope is not None and scope not in GRANT_SCOPES:
-                raise ValueError(f"grant {str(scope)[:40]!r} is not one of {list(GRANT_SCOPES)}")
-        except (Damaged, ValueError, KeyError, TypeError) as exc:
-            return _error(400, f"bad decision body ({safe_text(str(exc))[:300]}); expected {DECISION_EXAMPLE}")
-        who = f"web:{request.client.host if request.client else '?'}"
-        try:
-            with console.lock:
-                if scope is None:
-                    decided = queue().decide(request_id, approve, who, reason, seen_hash=seen)
-                else:
-                    decided = _grant(queue(), request_id, approve, who, reason, seen, scope, str(body.get("rule", "")))
-        except UnknownRequest as exc:
-            return _error(404, str(exc))
-        except ApprovalError as exc:
-            return _error(409, str(exc))
-        return JSONResponse(request_view(decided))
-
-    def runs_view(_: Request) -> dict[str, Any]:
-        cut: list[str] = []
-        listed = runs.list_runs(console.roots, cut)
-        return {"runs": listed, "roots": [safe_text(str(p)) for p in console.roots.paths],
-                "cut": [safe_text(c) for c in cut]}
-
-    def param(request: Request, name: str) -> str:
-        value = request.query_params.get(name)
-        if value is None:
-            raise BadRequest(f"missing ?{name}=...; e.g. /api/run?ref=0/demo-20261201-101500")
-        return value
-
-    def number(request: Request, name: str, default: int) -> int:
-        value = request.query_params.get(name, str(default))
-        if not value.isdigit():
-            raise BadRequest(f"?{name}={safe_text(value)!r} is not a number; expected e.g. ?{name}=0")
-        return int(value)
-
-    def api(view: Callable[[Request], Any]) -> Callable[[Request], Response]:
-        def endpoint(request: Request) -> Response:
-            try:
-                return JSONResponse(view(request))
-            except BadRequest as exc:
-                return _error(400, safe_text(str(exc)))
-            except NotFound as exc:
-                return _error(404, safe_text(str(exc)))
-        return endpoint
-
-    routes = [
-        Route("/", page),
-        Route("/static/{name:path}", asset),
-        Route("/api/state", api(state)),
-        Route("/api/decide", decide, methods=["POST"]),
-        Route("/api/runs", api(runs_view)),
-        Route("/api/run", api(lambda r: runs.run_view(console.roots, param(r, "ref")))),
-        Route("/api/steps", api(lambda r: steps.steps_view(console.roots, console.trajectories, param(r, "ref"),
-                                                          number(r, "start", 0), number(r, "limit", runs.STEP_PAGE)))),
-        Route("/api/block", api(lambda r: steps.block_view(console.roots, console.trajectories, param(r, "ref"),
-                                                          number(r, "line", 0), number(r, "block", 0)))),
-        Route("/api/eval", api(lambda r: runs.eval_view(console.roots, param(r, "ref")))),
-        Route("/api/compare", api(lambda r: runs.compare_view(console.roots, param(r, "a"), param(r, "b")))),
-    ]
-
-    async def not_found(request: Request, _exc: Exception) -> Response:
-        return _error(404, f"no page {safe_text(request.url.path)!r}; the console is /")
-
-    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
+    """The console's ASGI app: 1. the routes (`_routes`: pages, assets and the JSON API), 2. a JSON 404
+    for every other path or method, 3. `Guard` in front of them all."""
+    app = Starlette(routes=_routes(console), exception_handlers={404: _not_found, 405: _not_found})
     app.add_middleware(Guard, console=console)
     return app
+
+
+def _routes(console: Console) -> list[Route]:
+    assets = {p.relative_to(STATIC).as_posix(): p for p in STATIC.rglob("*") if p.is_file() and p.suffix in TYPES}
+
+    async def decide(request: Request) -> Response:
+        return await _decide(console, request)
+
+    c = console
+    return [
+        Route("/", lambda r: _page(c, r)),
+        Route("/static/{name:path}", lambda r: _asset(assets, r)),
+        Route("/api/state", _api(lambda _r: _state(c))),
+        Route("/api/decide", decide, methods=["POST"]),
+        Route("/api/runs", _api(lambda _r: _runs_view(c))),
+        Route("/api/run", _api(lambda r: runs.run_view(c.roots, _param(r, "ref")))),
+        Route("/api/steps", _api(lambda r: steps.steps_view(
+            c.roots, c.trajectories, _param(r, "ref"), _number(r, "start", 0), _number(r, "limit", runs.STEP_PAGE)))),
+        Route("/api/block", _api(lambda r: steps.block_view(
+            c.roots, c.trajectories, _param(r, "ref"), _number(r, "line", 0), _number(r, "block", 0)))),
+        Route("/api/eval", _api(lambda r: runs.eval_view(c.roots, _param(r, "ref")))),
+        Route("/api/compare", _api(lambda r: runs.compare_view(c.roots, _param(r, "a"), _param(r, "b")))),
+    ]
+
+
+def _queue(console: Console) -> ApprovalQueue:
+    if console.queue is None:
+        raise NotFound("this server shows no approvals")
+    return console.queue
+
+
+def _page(console: Console, request: Request) -> Response:
+    session: Session = request.scope["harness.session"]           # the guard let only a signed-in one in
+    html = (STATIC / "index.html").read_text(encoding="utf-8")
+    html = html.replace("{{CSRF}}", session.csrf).replace("{{LANDING}}", console.landing)
+    return Response(html, media_type="text/html; charset=utf-8")
+
+
+def _asset(assets: dict[str, Path], request: Request) -> Response:
+    name = str(request.path_params["name"])
+    if name not in assets:
+        return _error(404, f"no asset {safe_text(name)!r}")
+    return Response(assets[name].read_bytes(), media_type=TYPES[assets[name].suffix])
+
+
+def _state(console: Console) -> dict[str, Any]:
+    with console.lock:
+        q = _queue(console)
+        return {"version": q.version(),
+                "pending": [pending_view(r) for r in reversed(q.requests(("pending",)))],
+                "history": [request_view(r) for r in q.requests() if r.status != "pending"][:100]}
+
+
+@dataclass(frozen=True)
+class _Decision:
+    """A POST /api/decide body, checked: `scope` is None for a plain decision, else the grant's scope
+    and `rule` the grant's rule as the page showed it."""
+
+    request_id: int
+    approve: bool
+    reason: str
+    seen: str
+    scope: str | None
+    rule: str
+
+
+async def _decide(console: Console, request: Request) -> Response:
+    """POST /api/decide: 1. the body read (capped) and checked, 2. the decision (with a grant when one is
+    asked) made under the console's lock, 3. the decided request, or the error: 404 for an unknown
+    request, 409 for one the queue refused (decided already, changed since it was shown)."""
+    decision = await _read_decision(request)
+    if isinstance(decision, Response):
+        return decision
+    who = f"web:{request.client.host if request.client else '?'}"
+    try:
+        with console.lock:
+            if decision.scope is None:
+                decided = _queue(console).decide(decision.request_id, decision.approve, who, decision.reason,
+                                                 seen_hash=decision.seen)
+            else:
+                decided = _grant(_queue(console), decision.request_id, decision.approve, who, decision.reason,
+                                 decision.seen, decision.scope, decision.rule)
+    except UnknownRequest as exc:
+        return _error(404, str(exc))
+    except ApprovalError as exc:
+        return _error(409, str(exc))
+    return JSONResponse(request_view(decided))
+
+
+async def _read_decision(request: Request) -> _Decision | Response:
+    """The decision body, or the 413 / 400 answer saying what is wrong with it."""
+    raw = b""
+    async for chunk in request.stream():                 # read up to the cap, never the whole body
+        raw += chunk
+        if len(raw) > DECISION_CAP:
+            return _error(413, f"a decision body is at most {DECISION_CAP:,} bytes; expected {DECISION_EXAMPLE}")
+    try:
+        body = parse_json(raw, "the decision body")
+        approve = {"approve": True, "deny": False}[body["decision"]]
+        request_id, reason, seen = int(body["id"]), str(body.get("reason", ""))[:2000], str(body["hash"])
+        scope = body.get("grant")
+        if scope is not None and scope not in GRANT_SCOPES:
+            raise ValueError(f"grant {str(scope)[:40]!r} is not one of {list(GRANT_SCOPES)}")
+    except (Damaged, ValueError, KeyError, TypeError) as exc:
+        return _error(400, f"bad decision body ({safe_text(str(exc))[:300]}); expected {DECISION_EXAMPLE}")
+    return _Decision(request_id, approve, reason, seen, scope, str(body.get("rule", "")) if scope is not None else "")
+
+
+def _runs_view(console: Console) -> dict[str, Any]:
+    cut: list[str] = []
+    listed = runs.list_runs(console.roots, cut)
+    return {"runs": listed, "roots": [safe_text(str(p)) for p in console.roots.paths],
+            "cut": [safe_text(c) for c in cut]}
+
+
+def _param(request: Request, name: str) -> str:
+    value = request.query_params.get(name)
+    if value is None:
+        raise BadRequest(f"missing ?{name}=...; e.g. /api/run?ref=0/demo-20261201-101500")
+    return value
+
+
+def _number(request: Request, name: str, default: int) -> int:
+    value = request.query_params.get(name, str(default))
+    if not value.isdigit():
+        raise BadRequest(f"?{name}={safe_text(value)!r} is not a number; expected e.g. ?{name}=0")
+    return int(value)
+
+
+def _api(view: Callable[[Request], Any]) -> Callable[[Request], Response]:
+    """`view`'s answer as JSON; its BadRequest as a 400 and its NotFound as a 404, the message escaped."""
+    def endpoint(request: Request) -> Response:
+        try:
+            return JSONResponse(view(request))
+        except BadRequest as exc:
+            return _error(400, safe_text(str(exc)))
+        except NotFound as exc:
+            return _error(404, safe_text(str(exc)))
+    return endpoint
+
+
+async def _not_found(request: Request, _exc: Exception) -> Response:
+    return _error(404, f"no page {safe_text(request.url.path)!r}; the console is /")

@@ -83,56 +83,20 @@ def _pidfd(pid: int) -> int | None:
 
 
 def _pump(proc: subprocess.Popen[bytes], caps: list[Capture], timeout: float, grace: float, sweep: Sweep) -> bool:
-    """Read both pipes until they close; returns whether the command timed out."""
+    """Read both pipes until they close; returns whether the command timed out. In four steps:
+
+    1. watch both pipes (grown, non-blocking) and bash's exit (a pidfd) on one selector (`_watch`);
+    2. read until the pipes close, ending the command at the timeout (`_read_loop`);
+    3. the pipes closed a moment before bash exits: wait for the exit itself on the pidfd (woken at
+       once), not with Popen.wait(timeout), whose sleeps double from 0.5 ms and cost milliseconds;
+    4. close the selector and the pipes; a command still running then is waited for up to the
+       timeout, and ended at it.
+    """
     assert proc.stdout is not None and proc.stderr is not None
-    buf = _read_buffer()
-    sel = selectors.DefaultSelector()
-    grown: set[int] = set()      # pipes that hold a NAP's worth of output
-    for stream, cap in zip((proc.stdout, proc.stderr), caps):
-        os.set_blocking(stream.fileno(), False)
-        try:
-            fcntl.fcntl(stream.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_SIZE)   # 3.10+ names it
-            grown.add(stream.fileno())
-        except OSError:
-            pass   # over the user's pipe quota: the default size still works, in smaller reads, no naps
-        sel.register(stream.fileno(), selectors.EVENT_READ, cap)
-    pidfd = watching = _pidfd(proc.pid)
-    if pidfd is not None:
-        sel.register(pidfd, selectors.EVENT_READ, None)   # readable once bash has exited
+    sel, grown, pidfd = _watch(proc, caps)
     deadline = time.monotonic() + timeout
-    hard_deadline = None
-    timed_out = False
-    while len(sel.get_map()) > (1 if watching is not None else 0):
-        now = time.monotonic()
-        if hard_deadline is None and proc.poll() is not None:
-            hard_deadline = now + 0.1   # bash is gone; whatever still holds the pipes is a leftover
-        if not timed_out and now >= deadline:
-            timed_out = True
-            _terminate_group(proc, grace, sweep)
-            hard_deadline = time.monotonic() + 0.5
-        if hard_deadline is not None and now >= hard_deadline:
-            _drain(sel, sweep)
-            break
-        limit = deadline if hard_deadline is None else hard_deadline
-        wait = min(limit - now, 0.5 if watching is not None else 0.02)
-        for key, _ in sel.select(max(0.0, wait)):
-            if key.data is None:
-                sel.unregister(key.fd)
-                watching = None
-                continue
-            try:
-                size = os.readv(key.fd, [buf])
-            except BlockingIOError:
-                continue
-            if size:
-                key.data.feed_from(buf, size)
-                if size < CHUNK // 2 and key.data.total > HOT and key.fd in grown:
-                    time.sleep(NAP)
-            else:
-                sel.unregister(key.fd)
-    if not timed_out and watching is not None and proc.poll() is None:
-        # the pipes closed a moment before bash exits: wait for the exit itself on the pidfd (woken at
-        # once), not with Popen.wait(timeout), whose sleeps double from 0.5 ms and cost milliseconds
+    timed_out, watching = _read_loop(proc, sel, grown, pidfd is not None, deadline, grace, sweep)
+    if not timed_out and watching and proc.poll() is None:
         sel.select(max(0.0, deadline - time.monotonic()))
     sel.close()
     if pidfd is not None:
@@ -146,6 +110,72 @@ def _pump(proc: subprocess.Popen[bytes], caps: list[Capture], timeout: float, gr
             timed_out = True
             _terminate_group(proc, grace, sweep)
     return timed_out
+
+
+def _watch(proc: subprocess.Popen[bytes], caps: list[Capture]) -> tuple[selectors.BaseSelector, set[int], int | None]:
+    """A selector on both pipes (each made non-blocking and grown; its data the pipe's Capture) and on a
+    pidfd of bash (data None), the pipes that grew (they hold a NAP's worth of output), and the pidfd."""
+    assert proc.stdout is not None and proc.stderr is not None
+    sel = selectors.DefaultSelector()
+    grown: set[int] = set()
+    for stream, cap in zip((proc.stdout, proc.stderr), caps):
+        os.set_blocking(stream.fileno(), False)
+        try:
+            fcntl.fcntl(stream.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_SIZE)   # 3.10+ names it
+            grown.add(stream.fileno())
+        except OSError:
+            pass   # over the user's pipe quota: the default size still works, in smaller reads, no naps
+        sel.register(stream.fileno(), selectors.EVENT_READ, cap)
+    pidfd = _pidfd(proc.pid)
+    if pidfd is not None:
+        sel.register(pidfd, selectors.EVENT_READ, None)   # readable once bash has exited
+    return sel, grown, pidfd
+
+
+def _read_loop(proc: subprocess.Popen[bytes], sel: selectors.BaseSelector, grown: set[int], watching: bool,
+               deadline: float, grace: float, sweep: Sweep) -> tuple[bool, bool]:
+    """Read the pipes until they close. At `deadline` the command's group is ended (SIGTERM, SIGKILL
+    after `grace`); once bash is gone (or was ended), what still holds the pipes is a leftover: it is
+    killed and the pipes drained soon after. Returns whether it timed out, and whether the pidfd is
+    still watched (bash had not exited when the pipes closed)."""
+    buf = _read_buffer()
+    hard_deadline = None
+    timed_out = False
+    while len(sel.get_map()) > (1 if watching else 0):
+        now = time.monotonic()
+        if hard_deadline is None and proc.poll() is not None:
+            hard_deadline = now + 0.1   # bash is gone; whatever still holds the pipes is a leftover
+        if not timed_out and now >= deadline:
+            timed_out = True
+            _terminate_group(proc, grace, sweep)
+            hard_deadline = time.monotonic() + 0.5
+        if hard_deadline is not None and now >= hard_deadline:
+            _drain(sel, sweep)
+            break
+        limit = deadline if hard_deadline is None else hard_deadline
+        wait = min(limit - now, 0.5 if watching else 0.02)
+        for key, _ in sel.select(max(0.0, wait)):
+            if key.data is None:
+                sel.unregister(key.fd)
+                watching = False
+            else:
+                _read_ready(sel, key, buf, grown)
+    return timed_out, watching
+
+
+def _read_ready(sel: selectors.BaseSelector, key: selectors.SelectorKey, buf: bytearray, grown: set[int]) -> None:
+    """One read of a ready pipe into its Capture (a pipe at its end is unregistered); a hot command's
+    short read is followed by a NAP, so that the next read takes a large piece."""
+    try:
+        size = os.readv(key.fd, [buf])
+    except BlockingIOError:
+        return
+    if size:
+        key.data.feed_from(buf, size)
+        if size < CHUNK // 2 and key.data.total > HOT and key.fd in grown:
+            time.sleep(NAP)
+    else:
+        sel.unregister(key.fd)
 
 
 def _drain(sel: selectors.BaseSelector, sweep: Sweep) -> None:

@@ -36,7 +36,8 @@ import re
 import threading
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from harness.tools.editing import lint
 from harness.tools.editing.lint import LintVerdict, Problem
@@ -149,11 +150,50 @@ def _binds_in_a_header(lines: list[str], functions: list[Block]) -> bool:
 
 def derive(before: str, old: tuple[Problem, ...], after: str, filename: str) -> tuple[Problem, ...] | None:
     """`after`'s problems from `before`'s (`old`) and the two cut-down modules, or None when only a whole
-    pass can tell (see the module's docstring)."""
+    pass can tell (see the module's docstring). In four steps, each of which may answer None:
+
+    1. the edit changed the lines of one function F and only moved the others (`_one_function_edit`);
+    2. the module before and after, every function but F cut down, checked (`_cut_problems`);
+    3. the module's own unused imports after the edit worked out (`_unused_imports`);
+    4. the answer: the old problems outside F (moved with its lines), F's own, those unused imports.
+    """
     if before == after:
         return old
     if any(lint.is_syntax_error(p) for p in old) or _GLOBAL.search(before) or _GLOBAL.search(after):
         return None
+    edit = _one_function_edit(before, after)
+    cuts = _cut_problems(edit, old, filename) if edit is not None else None
+    if edit is None or cuts is None:
+        return None
+    cut_before, cut_after = cuts
+    unused_now = _unused_imports(edit, old, cut_before, cut_after)
+    if unused_now is None:
+        return None
+    kept = [Problem(edit.shifted(p.line), p.message, p.blocking, p.key) for p in _rest(old, edit.edited, edit.olds)]
+    inside = [p for p in cut_after if edit.again.start <= p.line <= edit.again.end]
+    return tuple(sorted((*kept, *unused_now, *inside), key=lambda p: p.line))
+
+
+@dataclass(frozen=True)
+class _Edit:
+    """An edit inside one function: the lines before and after, the functions before and after, the
+    edited function before (`edited`) and after (`again`), and how many lines the edit added."""
+
+    was: list[str]
+    now: list[str]
+    olds: list[Block]
+    news: list[Block]
+    edited: Block
+    again: Block
+    moved: int
+
+    def shifted(self, line: int) -> int:
+        """Where an old line past the edited function is after the edit."""
+        return line + self.moved if line > self.edited.end else line
+
+
+def _one_function_edit(before: str, after: str) -> _Edit | None:
+    """The edit, if it changed the lines of one function and nothing else moved but by the lines it added."""
     was, now = before.split("\n"), after.split("\n")
     head = 0
     limit = min(len(was), len(now))
@@ -172,56 +212,46 @@ def derive(before: str, old: tuple[Problem, ...], after: str, filename: str) -> 
                   None)
     if edited is None or len(olds) != len(news):
         return None
-    index = olds.index(edited)
-    again = news[index]
+    again = news[olds.index(edited)]
     if (again.start, again.end, again.name) != (edited.start, edited.end + moved, edited.name):
         return None
-
-    def shifted(line: int) -> int:
-        return line + moved if line > edited.end else line
-
-    if any((n.start, n.end, n.name) != (shifted(o.start), shifted(o.end), o.name)
+    edit = _Edit(was, now, olds, news, edited, again, moved)
+    if any((n.start, n.end, n.name) != (edit.shifted(o.start), edit.shifted(o.end), o.name)
            for o, n in zip(olds, news, strict=True) if o is not edited):
         return None
     if (":=" in before or ":=" in after) and (_binds_in_a_header(was, olds) or _binds_in_a_header(now, news)):
         return None
-    cut_was, cut_now = _cut(was, olds, edited), _cut(now, news, again)
+    return edit
+
+
+def _cut_problems(edit: _Edit, old: tuple[Problem, ...], filename: str
+                  ) -> tuple[tuple[Problem, ...], tuple[Problem, ...]] | None:
+    """The problems of the cut-down modules before and after, unless one cannot be cut, has a syntax
+    error, or a redefinition of an import is reported (before, or in either cut module)."""
+    cut_was, cut_now = _cut(edit.was, edit.olds, edit.edited), _cut(edit.now, edit.news, edit.again)
     if cut_was is None or cut_now is None:
         return None
     cut_before, cut_after = lint.problems_of(cut_was, filename), lint.problems_of(cut_now, filename)
     if any(lint.is_syntax_error(p) for p in (*cut_before, *cut_after)) or \
-            any(_redefines_an_import(p, lines) for found, lines in ((old, was), (cut_before, was), (cut_after, now))
+            any(_redefines_an_import(p, lines) for found, lines in ((old, edit.was), (cut_before, edit.was),
+                                                                    (cut_after, edit.now))
                 for p in found):
         return None
+    return cut_before, cut_after
 
-    def in_module_code(line: int, functions: list[Block], starts: list[int]) -> bool:
-        at = bisect_right(starts, line) - 1
-        return at < 0 or line > functions[at].end
 
-    def module_imports(found: tuple[Problem, ...], functions: list[Block],
-                       move: bool) -> dict[tuple[str, int], Problem] | None:
-        """The module's own unused imports (not a function's: those are the function's problems)."""
-        starts = [f.start for f in functions]
-        picked = [p for p in found if p.message.endswith(_UNUSED_IMPORT) and in_module_code(p.line, functions, starts)]
-        keyed = {(p.same_as, shifted(p.line) if move else p.line): p for p in picked}
-        return keyed if len(keyed) == len(picked) else None   # the same message twice on a line: leave it
-
-    def rest(found: tuple[Problem, ...], where: Block, functions: list[Block], move: bool) -> list[Problem]:
-        """What is neither in `where` nor one of the module's unused imports."""
-        starts = [f.start for f in functions]
-        return [p for p in found if not where.start <= p.line <= where.end
-                and not (p.message.endswith(_UNUSED_IMPORT) and in_module_code(p.line, functions, starts))]
-
-    def places(found: list[Problem], move: bool) -> list[tuple[str, int]]:
-        return sorted((p.same_as, shifted(p.line) if move else p.line) for p in found)
-
-    whole_before = module_imports(old, olds, True)
-    cut_before_unused = module_imports(cut_before, olds, True)
-    cut_after_unused = module_imports(cut_after, news, False)
+def _unused_imports(edit: _Edit, old: tuple[Problem, ...], cut_before: tuple[Problem, ...],
+                    cut_after: tuple[Problem, ...]) -> list[Problem] | None:
+    """The module's own unused imports after the edit, as the whole file before and the two cut modules
+    tell (see the module's docstring), or None when they cannot."""
+    whole_before = _module_imports(old, edit.olds, edit.shifted)
+    cut_before_unused = _module_imports(cut_before, edit.olds, edit.shifted)
+    cut_after_unused = _module_imports(cut_after, edit.news, None)
     if whole_before is None or cut_before_unused is None or cut_after_unused is None:
         return None
     if not whole_before.keys() <= cut_before_unused.keys() or \
-            places(rest(cut_before, edited, olds, True), True) != places(rest(cut_after, again, news, False), False):
+            _places(_rest(cut_before, edit.edited, edit.olds), edit.shifted) != \
+            _places(_rest(cut_after, edit.again, edit.news), None):
         return None   # not as the reasoning above has it: let the whole file answer
     unused_now: list[Problem] = []
     for key in {**whole_before, **cut_before_unused, **cut_after_unused}:
@@ -231,9 +261,33 @@ def derive(before: str, old: tuple[Problem, ...], after: str, filename: str) -> 
         elif key not in cut_before_unused and key in cut_after_unused:
             # F alone used it, as far as the cut module shows, and uses it no more: unused, if no other
             # function so much as names it (the words of the import: `os.path`, `a.b as c`)
-            if _named_elsewhere(cut_after_unused[key], now, news, again):
+            if _named_elsewhere(cut_after_unused[key], edit.now, edit.news, edit.again):
                 return None
             unused_now.append(cut_after_unused[key])
-    kept = [Problem(shifted(p.line), p.message, p.blocking, p.key) for p in rest(old, edited, olds, True)]
-    inside = [p for p in cut_after if again.start <= p.line <= again.end]
-    return tuple(sorted((*kept, *unused_now, *inside), key=lambda p: p.line))
+    return unused_now
+
+
+def _in_module_code(line: int, functions: list[Block], starts: list[int]) -> bool:
+    at = bisect_right(starts, line) - 1
+    return at < 0 or line > functions[at].end
+
+
+def _module_imports(found: tuple[Problem, ...], functions: list[Block],
+                    shift: Callable[[int], int] | None) -> dict[tuple[str, int], Problem] | None:
+    """The module's own unused imports (not a function's: those are the function's problems), keyed by
+    what they say and their line (`shift`ed to the text after the edit when given)."""
+    starts = [f.start for f in functions]
+    picked = [p for p in found if p.message.endswith(_UNUSED_IMPORT) and _in_module_code(p.line, functions, starts)]
+    keyed = {(p.same_as, shift(p.line) if shift else p.line): p for p in picked}
+    return keyed if len(keyed) == len(picked) else None   # the same message twice on a line: leave it
+
+
+def _rest(found: tuple[Problem, ...], where: Block, functions: list[Block]) -> list[Problem]:
+    """What is neither in `where` nor one of the module's unused imports."""
+    starts = [f.start for f in functions]
+    return [p for p in found if not where.start <= p.line <= where.end
+            and not (p.message.endswith(_UNUSED_IMPORT) and _in_module_code(p.line, functions, starts))]
+
+
+def _places(found: list[Problem], shift: Callable[[int], int] | None) -> list[tuple[str, int]]:
+    return sorted((p.same_as, shift(p.line) if shift else p.line) for p in found)
