@@ -26,6 +26,8 @@ Every blocking call runs in a worker thread, one at a time per sandbox.
 
 from __future__ import annotations
 
+import errno
+import posixpath
 import shlex
 import threading
 import uuid
@@ -47,6 +49,7 @@ from pydantic import BaseModel, ConfigDict
 
 from harness.integrations._sandbox import AdapterSandbox, Target, open_for_adapter, sandbox_path
 from sandbox.api import AGENT_UID, WORKDIR
+from sandbox.errors import SandboxError
 
 EXCHANGE_DIR = "/tmp/harness/inspect"
 """Where each exec's stdin, stdout and stderr are held inside the sandbox while it runs."""
@@ -93,7 +96,7 @@ def config_target(config: SandboxEnvironmentConfigType | None) -> Target:
 
 
 @sandboxenv(name="harness")
-class HarnessSandboxEnvironment(SandboxEnvironment):
+class HarnessSandboxEnvironment(SandboxEnvironment):  # type: ignore[misc, unused-ignore]  # Any without the extra
     """One harness sandbox of one sample."""
 
     def __init__(self, sandbox: AdapterSandbox) -> None:
@@ -172,7 +175,21 @@ class HarnessSandboxEnvironment(SandboxEnvironment):
 
     async def write_file(self, file: str, contents: str | bytes) -> None:
         data = contents.encode("utf-8") if isinstance(contents, str) else contents
-        await self._run(lambda: self.sandbox.box.write_file(_path(file), data))
+        await self._run(lambda: self._write(_path(file), data))
+
+    def _write(self, path: str, data: bytes) -> None:
+        try:
+            self.sandbox.box.write_file(path, data)
+        except SandboxError:
+            # the channel reports errors other than its file errors (a read-only file system, EROFS) as
+            # SandboxError; Inspect's contract says PermissionError when the user may not write there
+            folder = posixpath.dirname(path) or "/"
+            probe = self.sandbox.box.exec(f"d={shlex.quote(folder)}; while [ ! -e \"$d\" ]; do d=$(dirname \"$d\"); "
+                                          "done; test -w \"$d\"", timeout=30, save_output=False)
+            if probe.exit_code == 1:
+                raise PermissionError(errno.EACCES, "Permission denied: the sandbox's user may not write here "
+                                      "(only /workspace, /tmp and /home/agent are writable)", path) from None
+            raise
 
     @overload
     async def read_file(self, file: str, text: Literal[True] = True) -> str: ...
