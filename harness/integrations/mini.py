@@ -22,6 +22,7 @@ call a cleanup, so a `weakref.finalize` removes it when mini drops the object or
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import platform
 import shlex
@@ -38,6 +39,8 @@ from harness.errors import HarnessError
 from harness.integrations._sandbox import AdapterSandbox, Target, open_for_adapter, sandbox_path
 from sandbox.api import WORKDIR, ExecResult, StreamCapture
 from sandbox.errors import ChannelClosed
+
+logger = logging.getLogger(__name__)
 
 SUBMIT_MARKER = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 """The first output line by which mini's prompts end a run (the rest of the output is the submission)."""
@@ -90,6 +93,20 @@ class HarnessEnvironment:
                                                  else config_class(**kwargs))
         self.sandbox: AdapterSandbox = open_for_adapter(self.config.target())
         self._finalizer = weakref.finalize(self, self.sandbox.close)
+        self._drop_unreadable_bash_env()
+
+    def _drop_unreadable_bash_env(self) -> None:
+        """mini's SWE-bench config sets BASH_ENV=/root/.bashrc (its images activate conda there); the
+        sandbox's user cannot read /root, so bash would print an error into every output. Such a BASH_ENV
+        is left out, and said so once; in a harness environment image the project's environment is
+        already on PATH."""
+        path = self.config.env.get("BASH_ENV")
+        if not path:
+            return
+        probe = self.sandbox.box.exec(f"test -r {shlex.quote(path)}", timeout=30, save_output=False)
+        if probe.exit_code != 0:
+            self.config.env = {k: v for k, v in self.config.env.items() if k != "BASH_ENV"}
+            logger.warning("BASH_ENV=%s is not readable by the sandbox's user: left out", path)
 
     def execute(self, action: dict[str, Any], cwd: str = "", *, timeout: int | None = None) -> dict[str, Any]:
         """Run `action["command"]` in the sandbox; mini's output dict. Raises `Submitted` when the

@@ -113,6 +113,8 @@ def test_minis_default_agent_with_its_swebench_config_runs_end_to_end(project: P
     assert "+    return 42\n" in info["submission"]
     observations = [m["content"] for m in agent.messages if m["role"] == "user"][1:]
     assert "<returncode>0</returncode>" in observations[1] and "42" in observations[1]
+    assert "BASH_ENV" in config["environment"]["env"] and "BASH_ENV" not in env.config.env
+    assert not [o for o in observations if "bashrc" in o]   # its unreadable BASH_ENV left no noise
 
 
 def test_mini_extra_swebench_runs_unchanged_on_the_harness_environment(project: Path, tmp_path: Path,
@@ -138,3 +140,11 @@ def test_mini_extra_swebench_runs_unchanged_on_the_harness_environment(project: 
     traj = json.loads((out / "demo__repo-1" / "demo__repo-1.traj.json").read_text())
     assert traj["info"]["exit_status"] == "Submitted"
     assert traj["info"]["config"]["environment_type"] == "harness.integrations.mini.HarnessEnvironment"
+
+
+def test_a_task_folder_runs_in_its_session_image_with_python_its_environment(sandbox_image: str) -> None:
+    task = Path(__file__).resolve().parents[2] / "tasks" / "wordcount"
+    with HarnessEnvironment(task=str(task), cwd="/testbed", timeout=120) as env:
+        assert env.sandbox.box.spec.image.startswith("harness-env:")     # its requirements installed
+        out = env.execute({"command": "python -m pytest -q -p no:cacheprovider 2>&1 | tail -1"})
+    assert out["returncode"] == 0 and " passed" in out["output"] and " failed" in out["output"], out
