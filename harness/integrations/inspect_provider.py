@@ -81,8 +81,10 @@ class HarnessSandboxConfig(BaseModel):
                       repos=path(self.repos), project=path(self.project), image=self.image, kind="inspect")
 
 
-def config_target(config: SandboxEnvironmentConfigType | None) -> Target:
-    """The sandbox a config asks for: None (an empty workspace), a folder path, or the config model."""
+def config_target(config: SandboxEnvironmentConfigType | None, metadata: dict[str, Any] | None = None) -> Target:
+    """The sandbox a config asks for: None (an empty workspace), a folder path, or the config model.
+    A config with `instances` and no `instance_id` takes the sample's `metadata["instance_id"]`, so
+    one task config serves every SWE-bench sample, each in its own instance's environment image."""
     if config is None:
         return Target(kind="inspect")
     if isinstance(config, str):
@@ -90,9 +92,11 @@ def config_target(config: SandboxEnvironmentConfigType | None) -> Target:
         if (folder / "task.json").is_file():
             return Target(task=folder, kind="inspect")
         return Target(project=folder, kind="inspect")
-    if isinstance(config, HarnessSandboxConfig):
-        return config.target()
-    return HarnessSandboxConfig(**config.model_dump()).target()
+    model = config if isinstance(config, HarnessSandboxConfig) else HarnessSandboxConfig(**config.model_dump())
+    sample_instance = (metadata or {}).get("instance_id")
+    if model.instances and not model.instance_id and isinstance(sample_instance, str):
+        model = model.model_copy(update={"instance_id": sample_instance})
+    return model.target()
 
 
 @sandboxenv(name="harness")
@@ -111,7 +115,7 @@ class HarnessSandboxEnvironment(SandboxEnvironment):  # type: ignore[misc, unuse
     @classmethod
     async def sample_init(cls, task_name: str, config: SandboxEnvironmentConfigType | None,
                           metadata: dict[str, str]) -> dict[str, SandboxEnvironment]:
-        target = config_target(config)
+        target = config_target(config, metadata)
         sandbox = await anyio.to_thread.run_sync(lambda: open_for_adapter(target))
         return {"default": cls(sandbox)}
 

@@ -14,9 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from inspect_ai.util._sandbox.registry import registry_find_sandboxenv
 
-from harness.integrations.inspect_provider import HarnessSandboxConfig, HarnessSandboxEnvironment, config_target
+pytest.importorskip("inspect_ai", reason="the inspect extra is not installed: pip install -e '.[inspect]'")
+from inspect_ai.util._sandbox.registry import registry_find_sandboxenv  # noqa: E402
+
+from harness.errors import HarnessError  # noqa: E402
+from harness.integrations.inspect_provider import (  # noqa: E402
+    HarnessSandboxConfig,
+    HarnessSandboxEnvironment,
+    config_target,
+)
 
 pytestmark = pytest.mark.docker
 TASKS = Path(__file__).with_name("inspect_tasks.py")
@@ -67,5 +74,10 @@ def test_a_config_string_names_a_task_folder_or_a_project(tmp_path: Path) -> Non
     assert config_target(str(tmp_path / "task")).task == tmp_path / "task"
     assert config_target(str(tmp_path)).project == tmp_path
     assert config_target(HarnessSandboxConfig(image="x")).image == "x"
+    swebench = HarnessSandboxConfig(instances="lite.jsonl", repos="repos")
+    chosen = config_target(swebench, {"instance_id": "astropy__astropy-12907"})
+    assert (chosen.instances, chosen.instance_id) == (Path("lite.jsonl"), "astropy__astropy-12907")
+    with pytest.raises(HarnessError, match="instances and instance_id go together"):
+        config_target(swebench, {})
     with pytest.raises(ValueError, match="extra_forbidden|Extra inputs"):
         HarnessSandboxEnvironment.config_deserialize({"imgae": "typo"})

@@ -15,14 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from minisweagent.agents.default import DefaultAgent
-from minisweagent.config import builtin_config_dir
-from minisweagent.exceptions import Submitted
-from minisweagent.models.test_models import DeterministicModel, make_output
 
-from harness.errors import HarnessError
-from harness.integrations.mini import HarnessEnvironment
+pytest.importorskip("minisweagent", reason="the mini extra is not installed: pip install -e '.[mini]'")
+import yaml  # noqa: E402
+from minisweagent.agents.default import DefaultAgent  # noqa: E402
+from minisweagent.config import builtin_config_dir  # noqa: E402
+from minisweagent.exceptions import Submitted  # noqa: E402
+from minisweagent.models.test_models import DeterministicModel, make_output  # noqa: E402
+
+from harness.errors import HarnessError  # noqa: E402
+from harness.integrations.mini import HarnessEnvironment  # noqa: E402
 
 pytestmark = pytest.mark.docker
 SWEBENCH_YAML = builtin_config_dir / "benchmarks" / "swebench.yaml"
