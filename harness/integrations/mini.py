@@ -120,8 +120,8 @@ class HarnessEnvironment:
         seconds = timeout or self.config.timeout
         where = posix_cwd(cwd or self.config.cwd)
         try:
-            result = self.sandbox.box.exec(_script(command, self.config.interpreter), timeout=seconds,
-                                           cwd=where, env=self._env())
+            result = self.sandbox.box.exec(_script(command, self.config.interpreter, where), timeout=seconds,
+                                           cwd=WORKDIR, env=self._env())
         except ChannelClosed as exc:
             self.sandbox.box.restart_channel()
             output = _failure("", exc, f"the sandbox's channel closed while the command ran, so its outcome is "
@@ -171,11 +171,12 @@ def posix_cwd(cwd: str) -> str:
     return sandbox_path(cwd)
 
 
-def _script(command: str, interpreter: list[str]) -> str:
+def _script(command: str, interpreter: list[str], cwd: str) -> str:
     """The bash script the channel runs: stderr into stdout (one stream, in order, as mini reads it),
-    then the command; through `interpreter` unless it is plain bash -c (the channel's own shell)."""
+    into `cwd` (a missing folder is the command's failure, exit 1 and bash's message, not the
+    sandbox's), then the command; through `interpreter` unless it is plain bash -c (the channel's shell)."""
     body = command if interpreter == ["bash", "-c"] else shlex.join([*interpreter, command])
-    return f"exec 2>&1\n{body}"
+    return f"exec 2>&1\ncd -- {shlex.quote(cwd)} || exit 1\n{body}"
 
 
 def stream_text(capture: StreamCapture) -> str:

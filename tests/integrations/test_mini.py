@@ -50,6 +50,8 @@ def test_a_command_runs_in_the_sandbox_at_testbed_with_env_and_stderr_merged(env
                    "exception_info": ""}
     # a cwd of mini's own, under /testbed, and a per-call env of the config
     assert env.execute({"command": "pwd"}, cwd="/testbed/pkg")["output"] == "/workspace/pkg\n"
+    missing = env.execute({"command": "pwd"}, cwd="/testbed/nowhere")
+    assert missing["returncode"] == 1 and "cd: /workspace/nowhere: No such file or directory" in missing["output"]
 
 
 def test_the_sandbox_has_no_network_but_runs_python(env: HarnessEnvironment) -> None:
