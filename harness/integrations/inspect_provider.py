@@ -27,6 +27,7 @@ Every blocking call runs in a worker thread, one at a time per sandbox.
 from __future__ import annotations
 
 import errno
+import os
 import posixpath
 import shlex
 import threading
@@ -49,7 +50,9 @@ from pydantic import BaseModel, ConfigDict
 
 from harness.integrations._sandbox import AdapterSandbox, Target, open_for_adapter, sandbox_path
 from sandbox.api import AGENT_UID, WORKDIR
+from sandbox.docker_client import client_or_default
 from sandbox.errors import SandboxError
+from sandbox.reaper import reap
 
 EXCHANGE_DIR = "/tmp/harness/inspect"
 """Where each exec's stdin, stdout and stderr are held inside the sandbox while it runs."""
@@ -111,6 +114,16 @@ class HarnessSandboxEnvironment(SandboxEnvironment):  # type: ignore[misc, unuse
     @classmethod
     def config_deserialize(cls, config: dict[str, Any]) -> BaseModel:
         return HarnessSandboxConfig(**config)
+
+    @classmethod
+    def default_concurrency(cls) -> int | None:
+        return max(1, os.cpu_count() or 1)        # each sandbox has a core (config.sandbox.limits.cpus)
+
+    @classmethod
+    async def cli_cleanup(cls, id: str | None) -> None:
+        """`inspect sandbox cleanup harness [SESSION]`: the harness sandboxes whose owner process is
+        gone (never a live run's), or all of one session's."""
+        await anyio.to_thread.run_sync(lambda: reap(client_or_default(), session=id))
 
     @classmethod
     async def sample_init(cls, task_name: str, config: SandboxEnvironmentConfigType | None,

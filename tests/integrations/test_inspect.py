@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 
 pytest.importorskip("inspect_ai", reason="the inspect extra is not installed: pip install -e '.[inspect]'")
+import anyio  # noqa: E402
 from inspect_ai.util._sandbox.registry import registry_find_sandboxenv  # noqa: E402
 
 from harness.errors import HarnessError  # noqa: E402
+from harness.integrations import Target, open_for_adapter  # noqa: E402
 from harness.integrations.inspect_provider import (  # noqa: E402
     HarnessSandboxConfig,
     HarnessSandboxEnvironment,
@@ -81,3 +83,14 @@ def test_a_config_string_names_a_task_folder_or_a_project(tmp_path: Path) -> Non
         config_target(swebench, {})
     with pytest.raises(ValueError, match="extra_forbidden|Extra inputs"):
         HarnessSandboxEnvironment.config_deserialize({"imgae": "typo"})
+
+
+def test_inspect_sandbox_cleanup_removes_one_sessions_sandbox(docker_client: Any, sandbox_image: str) -> None:
+    opened = open_for_adapter(Target(kind="inspect"))
+    session = {"label": f"harness.session={opened.box.session}"}
+    try:
+        assert len(docker_client.containers.list(all=True, filters=session)) == 1      # positive control
+        anyio.run(HarnessSandboxEnvironment.cli_cleanup, opened.box.session)
+        assert docker_client.containers.list(all=True, filters=session) == []
+    finally:
+        opened.close()
