@@ -1,0 +1,126 @@
+"""The one place a framework adapter gets its sandbox: `open_for_adapter(Target)`.
+
+Built on the public pieces a session uses today (`session_image`, `session_spec`, `open_sandbox`,
+`start_baseline`), so that when the harness has one assembly function for "the hardened workspace a
+session gets", only this function changes. What it hands back holds the started sandbox and the git
+baseline of its starting files (so `git diff` works in /workspace as agents expect, and the adapter
+can give the patch against the starting files).
+
+Paths: the sandbox holds the project at WORKDIR (/workspace); SWE-bench agents are prompted for
+/testbed. `sandbox_path` maps a working directory of /testbed (or under it) onto WORKDIR. A command
+that names /testbed in its text is not rewritten (see docs/agents.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import posixpath
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.config import Config, load
+from harness.core.task import Task, load_task
+from harness.environments.images import sandbox_image
+from harness.errors import HarnessError
+from harness.evaluation.instances import load_instances
+from harness.session import session_image, session_spec
+from harness.workspace import Baseline, sandbox_patch, start_baseline
+from sandbox.api import WORKDIR, SandboxSpec
+from sandbox.docker_sandbox import DockerSandbox
+from sandbox.pool import open_sandbox
+
+TESTBED = "/testbed"
+"""Where SWE-bench agents expect the project; the sandbox holds it at WORKDIR."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """What an adapter's sandbox holds and which image it runs. At most one of `task`, `instances`
+    and `project` names the files; with none the workspace starts empty.
+
+    `task`: a task folder (task.json): its session image (requirements installed) and files.
+    `instances` + `instance_id`: a SWE-bench instances file (JSON lines) and one row of it: the
+    offline environment image `harness eval` builds for that instance, and its checkout
+    (`repos`: the folder of local clones, as `harness eval --repos`).
+    `project`: a host folder copied in, on the sandbox image.
+    `image`: run this image instead of the one chosen above.
+    """
+
+    task: Path | None = None
+    instances: Path | None = None
+    instance_id: str | None = None
+    repos: Path | None = None
+    project: Path | None = None
+    image: str | None = None
+    kind: str = "adapter"                       # the `harness.kind` label (which adapter made it)
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        named = [n for n, v in (("task", self.task), ("instances", self.instances), ("project", self.project)) if v]
+        if len(named) > 1:
+            raise HarnessError(f"an adapter's sandbox holds one set of files; got {' and '.join(named)}; "
+                               "give one of them, e.g. project=/path/to/repo")
+        if (self.instances is None) != (self.instance_id is None):
+            raise HarnessError("instances and instance_id go together: instances=swebench.jsonl "
+                               f"instance_id=astropy__astropy-12907 (got instances={self.instances}, "
+                               f"instance_id={self.instance_id!r})")
+
+
+@dataclass
+class AdapterSandbox:
+    """A started sandbox and the baseline of its starting files. `close()` removes the sandbox."""
+
+    box: DockerSandbox
+    baseline: Baseline
+    task: Task | None
+
+    def patch(self) -> str:
+        """The change made in WORKDIR since the start, as a unified diff (see `workspace.sandbox_patch`)."""
+        return sandbox_patch(self.box, self.baseline)
+
+    def close(self) -> None:
+        self.box.close()
+
+
+def sandbox_path(path: str) -> str:
+    """`path` inside the sandbox: /testbed and paths under it name the project, held at WORKDIR."""
+    norm = posixpath.normpath(path) if path else path
+    if norm == TESTBED or norm.startswith(TESTBED + "/"):
+        return WORKDIR + norm[len(TESTBED):]
+    return path
+
+
+def target_task(target: Target) -> Task | None:
+    """The task `target` names (a task folder or an instance row), or None for a bare project."""
+    if target.task is not None:
+        return load_task(target.task)
+    if target.instances is not None and target.instance_id is not None:
+        return load_instances(target.instances, target.repos, [target.instance_id])[0]
+    return None
+
+
+def open_for_adapter(target: Target, config: Config | None = None) -> AdapterSandbox:
+    """A started, hardened sandbox for `target` (image built first if it does not exist yet), its
+    starting files recorded. The caller closes it.
+
+    Raises:
+        HarnessError: the task or instance could not be read, or the baseline could not be made.
+        SandboxError: Docker or the image build failed.
+    """
+    config = config or load()[0]
+    task = target_task(target)
+    labels = {**target.labels, "harness.kind": target.kind}
+    if task is not None:
+        spec = session_spec(task, config, target.image or session_image(task, config), labels)
+        spec = dataclasses.replace(spec, labels={**spec.labels, "harness.kind": target.kind})
+    else:
+        spec = SandboxSpec(image=target.image or sandbox_image(config, config.sandbox.python),
+                           session=f"{target.kind}-{uuid.uuid4().hex[:8]}", project_dir=target.project,
+                           limits=config.sandbox.limits, labels=labels)
+    box = open_sandbox(spec)
+    try:
+        return AdapterSandbox(box, start_baseline(box), task)
+    except BaseException:
+        box.close()
+        raise
