@@ -48,7 +48,7 @@ from sandbox.factory import SandboxSource, open_sandbox
 __all__ = ["Workspace", "WorkspaceKind", "new_session_name", "open_task_workspace", "open_workspace",
            "sandbox_spec", "session_catalog", "session_image", "task_spec"]
 
-WorkspaceKind = Literal["session", "verdict", "mcp", "cli", "tasks-new", "grading"]
+WorkspaceKind = Literal["session", "verdict", "mcp", "cli", "tasks-new", "grading", "adapter", "mini", "inspect"]
 """What a sandbox is for: its `harness.kind` label, which `harness sandbox ls` shows and tests select by."""
 
 
@@ -159,9 +159,9 @@ def open_workspace(spec: SandboxSpec, config: Config, approver: Approver | None,
 def open_task_workspace(task: Task, config: Config, approver: Approver | None, *,
                         kind: WorkspaceKind = "session", image: str | None = None, limits: Limits | None = None,
                         labels: Mapping[str, str] | None = None, pool: SandboxSource | None = None,
-                        progress: Progress = quiet) -> Workspace:
+                        catalog: Catalog | None = None, progress: Progress = quiet) -> Workspace:
     """The hardened workspace a session of `task` gets, in one call: its image (built if needed), a new
     session name, the configured limits (or `limits`), then `open_workspace`."""
     image = image or session_image(task, config, progress)
     spec = task_spec(task, image, limits or config.sandbox.limits, kind, new_session_name(task.id), labels)
-    return open_workspace(spec, config, approver, pool=pool)
+    return open_workspace(spec, config, approver, pool=pool, catalog=catalog)

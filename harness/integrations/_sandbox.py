@@ -1,10 +1,9 @@
 """The one place a framework adapter gets its sandbox: `open_for_adapter(Target)`.
 
-Built on the public pieces a session uses today (`session_image`, `session_spec`, `open_sandbox`,
-`start_baseline`), so that when the harness has one assembly function for "the hardened workspace a
-session gets", only this function changes. What it hands back holds the started sandbox and the git
-baseline of its starting files (so `git diff` works in /workspace as agents expect, and the adapter
-can give the patch against the starting files).
+Built on the one assembly a session's workspace comes from (`harness.assembly.open_task_workspace`
+and `open_workspace`): the same image, limits, hardening and git baseline of the starting files (so
+`git diff` works in /workspace as agents expect, and the adapter can give the patch against the
+starting files). No approver is wired: an adapter's commands have no network and no outbound tool.
 
 Paths: the sandbox holds the project at WORKDIR (/workspace); SWE-bench agents are prompted for
 /testbed. `sandbox_path` maps a working directory of /testbed (or under it) onto WORKDIR. A command
@@ -13,22 +12,25 @@ that names /testbed in its text is not rewritten (see docs/agents.md).
 
 from __future__ import annotations
 
-import dataclasses
 import posixpath
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.assembly import (
+    Workspace,
+    WorkspaceKind,
+    new_session_name,
+    open_task_workspace,
+    open_workspace,
+    sandbox_spec,
+    session_catalog,
+)
 from harness.config import Config, load
 from harness.core.task import Task, load_task
-from harness.environments.images import sandbox_image
+from harness.environments import sandbox_image
 from harness.errors import HarnessError
-from harness.evaluation.instances import load_instances
-from harness.session import session_image, session_spec
-from harness.workspace import Baseline, sandbox_patch, start_baseline
-from sandbox.api import WORKDIR, SandboxSpec
-from sandbox.docker_sandbox import DockerSandbox
-from sandbox.pool import open_sandbox
+from harness.evaluation.instance_files import load_instances
+from sandbox.api import WORKDIR, Sandbox
 
 TESTBED = "/testbed"
 """Where SWE-bench agents expect the project; the sandbox holds it at WORKDIR."""
@@ -53,7 +55,7 @@ class Target:
     repos: Path | None = None
     project: Path | None = None
     image: str | None = None
-    kind: str = "adapter"                       # the `harness.kind` label (which adapter made it)
+    kind: WorkspaceKind = "adapter"             # the `harness.kind` label (which adapter made it)
     labels: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -69,18 +71,30 @@ class Target:
 
 @dataclass
 class AdapterSandbox:
-    """A started sandbox and the baseline of its starting files. `close()` removes the sandbox."""
+    """A started workspace (sandbox and the baseline of its starting files) and the task it holds, if
+    any. `close()` removes the sandbox."""
 
-    box: DockerSandbox
-    baseline: Baseline
+    workspace: Workspace
     task: Task | None
+
+    @property
+    def box(self) -> Sandbox:
+        return self.workspace.sandbox
+
+    @property
+    def session(self) -> str:
+        return self.workspace.session
+
+    @property
+    def image(self) -> str:
+        return self.workspace.spec.image
 
     def patch(self) -> str:
         """The change made in WORKDIR since the start, as a unified diff (see `workspace.sandbox_patch`)."""
-        return sandbox_patch(self.box, self.baseline)
+        return self.workspace.patch()
 
     def close(self) -> None:
-        self.box.close()
+        self.workspace.close()
 
 
 def sandbox_path(path: str) -> str:
@@ -110,17 +124,13 @@ def open_for_adapter(target: Target, config: Config | None = None) -> AdapterSan
     """
     config = config or load()[0]
     task = target_task(target)
-    labels = {**target.labels, "harness.kind": target.kind}
+    catalog = session_catalog(config, servers=False)
     if task is not None:
-        spec = session_spec(task, config, target.image or session_image(task, config), labels)
-        spec = dataclasses.replace(spec, labels={**spec.labels, "harness.kind": target.kind})
+        workspace = open_task_workspace(task, config, None, kind=target.kind, image=target.image,
+                                        labels=target.labels, catalog=catalog)
     else:
-        spec = SandboxSpec(image=target.image or sandbox_image(config, config.sandbox.python),
-                           session=f"{target.kind}-{uuid.uuid4().hex[:8]}", project_dir=target.project,
-                           limits=config.sandbox.limits, labels=labels)
-    box = open_sandbox(spec)
-    try:
-        return AdapterSandbox(box, start_baseline(box), task)
-    except BaseException:
-        box.close()
-        raise
+        spec = sandbox_spec(target.kind, target.image or sandbox_image(config, config.sandbox.python),
+                            new_session_name(target.kind), config.sandbox.limits, project_dir=target.project,
+                            labels=target.labels)
+        workspace = open_workspace(spec, config, None, catalog=catalog)
+    return AdapterSandbox(workspace, task)

@@ -144,7 +144,7 @@ class HarnessEnvironment:
         return {"info": {"config": {
             "environment": dataclasses.asdict(self.config),
             "environment_type": f"{type(self).__module__}.{type(self).__name__}",
-            "sandbox": {"session": self.sandbox.box.session, "image": self.sandbox.box.spec.image},
+            "sandbox": {"session": self.sandbox.session, "image": self.sandbox.image},
         }}}
 
     def patch(self) -> str:

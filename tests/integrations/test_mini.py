@@ -25,7 +25,7 @@ from minisweagent.models.test_models import DeterministicModel, make_output  # n
 
 from harness.core.task import load_task  # noqa: E402
 from harness.errors import HarnessError  # noqa: E402
-from harness.evaluation.instances import export_instances  # noqa: E402
+from harness.evaluation.instance_files import export_instances  # noqa: E402
 from harness.integrations.mini import HarnessEnvironment  # noqa: E402
 
 pytestmark = pytest.mark.docker
@@ -151,7 +151,7 @@ def test_mini_extra_swebench_runs_unchanged_on_the_harness_environment(project: 
 def test_a_task_folder_runs_in_its_session_image_with_python_its_environment(sandbox_image: str) -> None:
     task = Path(__file__).resolve().parents[2] / "tasks" / "wordcount"
     with HarnessEnvironment(task=str(task), cwd="/testbed", timeout=120) as env:
-        assert env.sandbox.box.spec.image.startswith("harness-env:")     # its requirements installed
+        assert env.sandbox.image.startswith("harness-env:")     # its requirements installed
         out = env.execute({"command": "python -m pytest -q -p no:cacheprovider 2>&1 | tail -1"})
     assert out["returncode"] == 0 and " passed" in out["output"] and " failed" in out["output"], out
 
@@ -162,7 +162,7 @@ def test_an_instance_row_runs_in_its_environment_image_from_its_source(tmp_path:
     with HarnessEnvironment(instances=str(tmp_path / "instances.jsonl"), instance_id="wordcount",
                             repos=str(tmp_path / "repos"), cwd="/testbed", timeout=120) as env:
         assert env.sandbox.task is not None and env.sandbox.task.id == "wordcount"
-        assert env.sandbox.box.spec.image.startswith("harness-env:")
+        assert env.sandbox.image.startswith("harness-env:")
         out = env.execute({"command": "git status --short; python -m pytest -q -p no:cacheprovider 2>&1 | tail -1"})
     assert out["returncode"] == 0 and " passed" in out["output"] and " failed" in out["output"], out
     assert out["output"].count("\n") == 1          # git status: nothing changed since the start
