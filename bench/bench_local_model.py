@@ -45,6 +45,8 @@ sys.path.insert(0, str(REPO))
 
 from jsonschema import Draft202012Validator  # noqa: E402
 
+from harness.agent.session import run_session, session_image  # noqa: E402
+from harness.agent.trajectory import load_trajectory  # noqa: E402
 from harness.config import Config, load  # noqa: E402
 from harness.core.task import load_task  # noqa: E402
 from harness.errors import ModelTruncated  # noqa: E402
@@ -52,9 +54,7 @@ from harness.messages import Message, system, user  # noqa: E402
 from harness.models.base import MALFORMED  # noqa: E402
 from harness.models.factory import open_model  # noqa: E402
 from harness.models.react import ReActModel  # noqa: E402
-from harness.session import run_session, session_image  # noqa: E402
 from harness.tools.shell.bash import bash_tool  # noqa: E402
-from harness.trajectory import load_trajectory  # noqa: E402
 
 MALFORMED_KINDS = ("parsing", "unknown_tool", "validation")
 SPEC = "local:gemma3-270m"

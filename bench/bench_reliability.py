@@ -56,10 +56,10 @@ from urllib.parse import parse_qs, urlsplit
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from harness.agent.loop import AgentLoop, StepEvent  # noqa: E402
 from harness.approval.queue import ApprovalQueue  # noqa: E402
 from harness.config import Config  # noqa: E402
 from harness.errors import ApprovalError  # noqa: E402
-from harness.loop import AgentLoop, StepEvent  # noqa: E402
 from harness.messages import system, user  # noqa: E402
 from harness.models.scripted import ScriptedModel  # noqa: E402
 from harness.tools.base import ToolContext  # noqa: E402

@@ -4,7 +4,7 @@
 
 In place (what `harness run` did before): the task's test command in the sandbox the agent worked in,
 which holds the patched tree already (the gold patch is applied there first, untimed). Fresh (what it
-does now, `harness.session.fresh_verdict`): a new sandbox of the session's image and limits started, the
+does now, `harness.agent.session.fresh_verdict`): a new sandbox of the session's image and limits started, the
 starting files copied in, the patch applied as grading applies it, the tests run, the sandbox removed.
 Started ahead (what a session does: `StartedAhead`, the verdict's sandbox brought up while the agent
 works): only what is left once the patch is known, the sandbox already up (its start untimed, as the
@@ -23,11 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from harness.agent.session import StartedAhead, fresh_verdict, session_image, session_spec, verdict_spec  # noqa: E402
+from harness.agent.workspace import run_task_tests  # noqa: E402
 from harness.config import Config  # noqa: E402
 from harness.core.task import Task, load_task  # noqa: E402
 from harness.patching import apply_in_sandbox  # noqa: E402
-from harness.session import StartedAhead, fresh_verdict, session_image, session_spec, verdict_spec  # noqa: E402
-from harness.workspace import run_task_tests  # noqa: E402
 from sandbox.docker_sandbox import DockerSandbox  # noqa: E402
 
 LABELS = {"harness.bench": "1"}

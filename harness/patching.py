@@ -11,7 +11,7 @@ submitted with the fix, gets through `patch --forward`, which skips those hunks 
 
 The patch is hostile (links to host folders, `..` paths, a file where a folder was), so it is never
 applied on the host; a half-applied tree only ever exists in a throwaway sandbox. Used by grading
-(`harness.evaluation.grading`) and by a session's verdict (`harness.session`), which both apply a
+(`harness.evaluation.grading`) and by a session's verdict (`harness.agent.session`), which both apply a
 patch to a fresh sandbox holding only the starting files.
 """
 

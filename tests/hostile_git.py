@@ -22,11 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.agent.inplace import repo_task
 from harness.cli.main import main
 from harness.core.task import load_task
 from harness.errors import TaskError
 from harness.evaluation.instance_files import export_instances, instance_source
-from harness.inplace import repo_task
 
 IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
             "GIT_COMMITTER_EMAIL": "t@example.invalid"}

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from harness import checks
+from harness.agent.trajectory import TrajectoryWriter, read_lines
 from harness.errors import UnsafePathError
 from harness.messages import user
-from harness.trajectory import TrajectoryWriter, read_lines
 from sandbox.text import safe_json
 
 PRECIOUS = "precious\n"

@@ -187,8 +187,8 @@ def test_the_cycle_finder_finds_a_cycle_and_passes_a_layered_graph() -> None:
 
 def test_the_graph_sees_a_known_import_edge() -> None:
     graph = import_graph("harness")
-    assert "harness.core.task" in graph["harness.session"]
-    assert "harness.session" in graph["harness.evaluation.stages"]
+    assert "harness.core.task" in graph["harness.agent.session"]
+    assert "harness.agent.session" in graph["harness.evaluation.stages"]
     assert "harness.mcp.client" in graph["harness.mcp.connect"]          # an import inside a function
 
 
@@ -253,28 +253,56 @@ def test_imports_inside_functions_are_only_the_listed_optional_ones() -> None:
 
 
 _ABOVE_CORE = ("harness.tools", "harness.models", "harness.approval", "harness.environments", "harness.evaluation",
-               "harness.cli", "harness.session", "harness.loop", "harness.workspace", "harness.mcp")
-_MCP_WITH_SDK = ("harness.mcp.client", "harness.mcp.connect", "harness.mcp.server")
+               "harness.cli", "harness.agent", "harness.mcp", "harness.web", "harness.integrations")
+_MCP_WITH_SDK = ("harness.mcp.client", "harness.mcp.connect", "harness.mcp.server", "harness.mcp.service")
+_TOP = ("harness.evaluation", "harness.cli", "harness.web", "harness.integrations")
+_AGENT = {name: f"harness.agent.{name}"
+          for name in ("history", "trajectory", "workspace", "assembly", "loop", "verdict", "session", "inplace")}
+
+
+def _agent_above(name: str) -> tuple[str, ...]:
+    """The agent package's modules above `name` in its own order (see harness/agent/__init__.py)."""
+    order = list(_AGENT)
+    return tuple(_AGENT[n] for n in order[order.index(name) + 1:])
+
 
 LAYERS_NEVER_IMPORT = {
     # a module under the key imports nothing under these prefixes (each layer points down only)
     "harness.core": _ABOVE_CORE,
-    "harness.history": _ABOVE_CORE,
+    **{f"harness.{name}": _ABOVE_CORE for name in ("checks", "config", "errors", "messages", "outputs", "patching")},
+    "harness.container_scripts": ("harness.core", *_ABOVE_CORE),      # shipped into images: standard library only
     "harness.mcp.specs": _ABOVE_CORE,         # what is known of MCP servers without the SDK: a bottom module
-    "harness.environments": ("harness.tools", "harness.models", "harness.approval", "harness.evaluation",
-                             "harness.cli", "harness.session", "harness.loop", "harness.workspace", "harness.mcp"),
-    "harness.models": ("harness.tools", "harness.approval", "harness.evaluation", "harness.cli",
-                       "harness.session", "harness.loop", "harness.workspace", "harness.mcp"),
-    "harness.tools": ("harness.approval", "harness.models", "harness.evaluation", "harness.cli",
-                      "harness.session", "harness.loop", "harness.workspace", "harness.mcp"),
-    "harness.approval": ("harness.evaluation", "harness.cli", "harness.session", "harness.loop", *_MCP_WITH_SDK),
-    "harness.loop": ("harness.evaluation", "harness.cli", "harness.session", *_MCP_WITH_SDK),
-    "harness.session": ("harness.evaluation", "harness.cli", "harness.mcp.server"),
-    "harness.mcp": ("harness.evaluation", "harness.cli", "harness.web"),
-    "harness.evaluation": ("harness.cli", "harness.mcp.server"),
-    "harness.web": ("harness.cli", "harness.session", "harness.loop", "harness.models", "harness.evaluation",
-                    "harness.mcp"),
+    "harness.environments": tuple(p for p in _ABOVE_CORE if p != "harness.environments"),
+    "harness.models": ("harness.tools", "harness.approval", "harness.agent", "harness.mcp", *_TOP),
+    "harness.tools": ("harness.approval", "harness.models", "harness.agent", "harness.mcp", *_TOP),
+    "harness.approval": ("harness.agent", *_MCP_WITH_SDK, *_TOP),
+    "harness.agent.history": ("harness.tools", "harness.models", "harness.approval", "harness.environments",
+                              "harness.mcp", *_agent_above("history"), *_TOP),
+    "harness.agent.trajectory": ("harness.tools", "harness.models", "harness.approval", "harness.environments",
+                                 "harness.mcp", *_agent_above("trajectory"), *_TOP),
+    "harness.agent.workspace": ("harness.mcp", *_agent_above("workspace"), *_TOP),
+    "harness.agent.assembly": ("harness.mcp.server", "harness.mcp.service", *_agent_above("assembly"), *_TOP),
+    "harness.agent.loop": (*_MCP_WITH_SDK, *_agent_above("loop"), *_TOP),
+    "harness.agent.verdict": ("harness.mcp.server", "harness.mcp.service", *_agent_above("verdict"), *_TOP),
+    "harness.agent.session": ("harness.mcp.server", "harness.mcp.service", *_agent_above("session"), *_TOP),
+    "harness.agent": ("harness.mcp.server", "harness.mcp.service", *_TOP),
+    "harness.mcp": _TOP,
+    "harness.evaluation": ("harness.cli", "harness.web", "harness.integrations", "harness.mcp.server",
+                           "harness.mcp.service"),
+    "harness.integrations": ("harness.cli", "harness.web", "harness.mcp.server", "harness.mcp.service"),
+    "harness.web": ("harness.cli", "harness.agent", "harness.models", "harness.evaluation", "harness.mcp",
+                    "harness.integrations"),
 }
+
+TOP_LAYER = ("harness.cli",)      # imports anything; nothing imports it (test_cli_dispatch holds that)
+
+
+def test_every_module_has_a_layer() -> None:
+    rows = (*LAYERS_NEVER_IMPORT, *TOP_LAYER)
+    homeless = [m for m in module_names("harness")
+                if m != "harness" and not any(m == row or m.startswith(row + ".") for row in rows)]
+    assert homeless == [], f"modules with no row in LAYERS_NEVER_IMPORT (give their package a layer): {homeless}"
+
 
 KNOWN_CLIMBS: dict[str, str] = {
     # `module -> target` that climbs a layer today, with how it is to come down (none left)

@@ -22,13 +22,13 @@ from pathlib import Path
 import pytest
 
 from harness import checks
+from harness.agent.inplace import repo_task, selection_lines, write_task_dir
 from harness.cli.main import main
 from harness.core.apply import PatchConflict, apply_to_tree, check_branch, load_run
 from harness.core.project import select_files, stage
 from harness.core.sources import GIT_IDENTITY
 from harness.core.task import check_task, find_task_dirs, load_task
 from harness.errors import TaskError
-from harness.inplace import repo_task, selection_lines, write_task_dir
 from harness.outputs import record_output, recorded_outputs
 from harness.web.records import NotFound, read_capped
 from harness.web.runs import Roots

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.agent.inplace import selection_lines
+from harness.agent.trajectory import load_trajectory
 from harness.cli.main import main
 from harness.core import secret_scan
 from harness.core.project import SECRET, LeftOut, ProjectFiles, select_files
 from harness.core.sources import GIT_IDENTITY, cache_dir
-from harness.inplace import selection_lines
-from harness.trajectory import load_trajectory
 
 ALNUM = string.ascii_letters + string.digits
 

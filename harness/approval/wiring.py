@@ -1,7 +1,7 @@
 """The approver a session's outbound tools report to, for the session's approval mode.
 
-A session's workspace (`harness.assembly.open_workspace`) takes `make_gate(config, mode)` as its
-`ToolContext.approver`; its outbound tools come with its catalog (`harness.assembly.session_catalog`).
+A session's workspace (`harness.agent.assembly.open_workspace`) takes `make_gate(config, mode)` as its
+`ToolContext.approver`; its outbound tools come with its catalog (`harness.agent.assembly.session_catalog`).
 `mode` is the run's `--approve` value:
 
     ask     a human decides: on this terminal when there is one (prompt), and from anywhere else

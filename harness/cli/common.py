@@ -1,5 +1,5 @@
 """Small pieces the subcommands share: printing hostile text, the exit codes, and the workspace of a folder
-(`harness exec`, `harness shell`: the one a session gets, from `harness.assembly`).
+(`harness exec`, `harness shell`: the one a session gets, from `harness.agent.assembly`).
 
 Every line the CLI prints goes through `print_safe`: names, ids, paths, model text, command output and
 exception messages may all come from the model or an input file, so each is escaped by the one
@@ -18,7 +18,7 @@ from typing import TextIO
 from rich.console import Console
 from rich.text import Text
 
-from harness.assembly import Workspace, new_session_name, open_workspace, sandbox_spec
+from harness.agent.assembly import Workspace, new_session_name, open_workspace, sandbox_spec
 from harness.config import Config
 from harness.environments import sandbox_image
 from sandbox.text import escape_unsafe

@@ -24,12 +24,12 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
+from harness.agent.trajectory import load_trajectory
 from harness.cli.common import print_safe
 from harness.cli.run_cmd import execute, exit_code, find_task, print_summary
 from harness.config import Config, Secrets, load
 from harness.errors import ConfigError, TaskError
 from harness.models.factory import resolve_auto
-from harness.trajectory import load_trajectory
 from sandbox.text import escape_ident
 
 DEMO_TASK = "wordcount"   # harness/data/tasks/<this>

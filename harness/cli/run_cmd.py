@@ -21,19 +21,19 @@ from rich.console import Console
 from rich.text import Text
 
 from harness import checks
+from harness.agent.inplace import RepoTask, read_problem, repo_task, selection_lines, write_base
+from harness.agent.loop import StepEvent, StopReason
+from harness.agent.session import SessionOutcome, run_session, session_image
 from harness.approval.wiring import resolve_mode
 from harness.cli.common import EXIT_FAILED, EXIT_INFRA, print_safe, safe_line, stderr_progress
 from harness.config import APPROVAL_MODES, Config, Secrets, load
 from harness.core.records import SessionResult
 from harness.core.task import Task, load_task
 from harness.errors import ConfigError, TaskError
-from harness.inplace import RepoTask, read_problem, repo_task, selection_lines, write_base
-from harness.loop import StepEvent, StopReason
 from harness.mcp.connect import start_servers
 from harness.mcp.specs import parse_server
 from harness.models.factory import make_model, resolve_auto, running
 from harness.outputs import record_output
-from harness.session import SessionOutcome, run_session, session_image
 from sandbox.text import escape_ident
 
 STOP_WORDS: dict[StopReason, str] = {

@@ -10,13 +10,13 @@ import json
 import sys
 from pathlib import Path
 
-from harness.assembly import new_session_name, open_workspace, session_image, task_spec
+from harness.agent.assembly import new_session_name, open_workspace, session_image, task_spec
+from harness.agent.inplace import pinned_requirements, read_problem, repo_task, task_meta, write_task_dir
 from harness.cli.common import EXIT_USAGE, print_safe, stderr_progress
 from harness.config import load
 from harness.core.task import check_task, find_task_dirs, load_task
 from harness.evaluation.instance_files import export_instances
 from harness.evaluation.log_parsers import parse_log
-from harness.inplace import pinned_requirements, read_problem, repo_task, task_meta, write_task_dir
 
 DEFAULT_DIRS = [Path("tasks")]
 

@@ -31,7 +31,7 @@ import os
 import uuid
 from dataclasses import dataclass, field
 
-from harness.assembly import task_spec
+from harness.agent.assembly import task_spec
 from harness.container_scripts import script_text
 from harness.core.records import InstanceReport
 from harness.core.sources import GIT_IDENTITY, patched_files

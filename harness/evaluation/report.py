@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast, get_args
 
+from harness.agent.loop import StopReason
 from harness.core.records import DoneRecord, EvalReport, RecordError
 from harness.core.records import InstanceStatus as InstanceStatus  # re-exported: the evaluation's statuses
 from harness.errors import UnsafePathError
-from harness.loop import StopReason
 from sandbox.text import safe_json
 
 DONE = "done"

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import checks
+from harness.agent.session import run_session, session_spec
 from harness.config import Config, Secrets
 from harness.core.task import Task
 from harness.environments import ensure_task_image, ensure_venv_image, sandbox_image
@@ -27,7 +28,6 @@ from harness.evaluation.options import Cancelled, EvalOptions
 from harness.evaluation.progress import Events
 from harness.evaluation.report import InstanceRecord, InstanceStatus
 from harness.models.factory import open_model
-from harness.session import run_session, session_spec
 from sandbox.docker_client import client_or_default
 from sandbox.pool import SandboxPool
 

@@ -1,6 +1,6 @@
 """The one place a framework adapter gets its sandbox: `open_for_adapter(Target)`.
 
-Built on the one assembly a session's workspace comes from (`harness.assembly.open_task_workspace`
+Built on the one assembly a session's workspace comes from (`harness.agent.assembly.open_task_workspace`
 and `open_workspace`): the same image, limits, hardening and git baseline of the starting files (so
 `git diff` works in /workspace as agents expect, and the adapter can give the patch against the
 starting files). No approver is wired: an adapter's commands have no network and no outbound tool.
@@ -16,7 +16,7 @@ import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.assembly import (
+from harness.agent.assembly import (
     Workspace,
     WorkspaceKind,
     new_session_name,

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from harness import checks
-from harness.assembly import Workspace
+from harness.agent.assembly import Workspace
+from harness.agent.inplace import RepoTask, write_base
 from harness.core.apply import PatchConflict, apply_to_tree, load_run
 from harness.errors import ToolArgumentsError, ToolError
-from harness.inplace import RepoTask, write_base
 from harness.mcp.patch_preview import binary_changes, describe_binary, refusal, shown_patch
 from harness.tools.base import Effect, Observation, Tool, ToolContext
 from harness.tools.outbound.action import OutboundAction, Prepared

@@ -12,10 +12,10 @@ by the blob ids the patch itself names and checked on the host against them.
 
 from __future__ import annotations
 
+from harness.agent.workspace import GIT_ENV
 from harness.core.binary_patch import SHOWN_BYTES, ZERO, BinaryChange, BinaryPatchError, blob_id, describe, shown_patch
 from harness.core.binary_patch import binary_changes as _changes
 from harness.errors import ToolArgumentsError, ToolError
-from harness.workspace import GIT_ENV
 from sandbox.api import Sandbox
 from sandbox.text import escape_ident
 

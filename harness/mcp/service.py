@@ -2,14 +2,14 @@
 transports are in `harness.mcp.server`).
 
     SandboxService(root, config, approve=..., python=...)
-        One workspace per MCP session (`harness.assembly.open_workspace`: the sandbox, its baseline and
+        One workspace per MCP session (`harness.agent.assembly.open_workspace`: the sandbox, its baseline and
         context a `harness run --repo` session gets), holding the folder's files (selected and with its
         environment resolved as `harness run --repo` does), started on the session's first tool call,
         or taken from a warm pool of them, and removed when the session ends. The cap counts every
         session, with a sandbox or still opening, and refuses the next with `SessionsFull`.
     to_mcp(result)                 our tool result as MCP's `CallToolResult`
 
-The catalog is a session's (`harness.assembly.session_catalog`: bash, view, search, find_code, edit,
+The catalog is a session's (`harness.agent.assembly.session_catalog`: bash, view, search, find_code, edit,
 apply_patch, write and the outbound tools) with the same schemas, idempotency keys and compare-and-swap,
 plus `propose_changes` and `apply_changes` (`harness.mcp.changes`). The folder on the host is only read
 until an `apply_changes` is approved.
@@ -30,13 +30,20 @@ from typing import Any
 
 import mcp_types as types
 
+from harness.agent.assembly import (
+    Workspace,
+    new_session_name,
+    open_workspace,
+    session_catalog,
+    session_image,
+    task_spec,
+)
+from harness.agent.inplace import RepoTask, repo_task, selection_lines
 from harness.approval.gate import ApprovalGate
 from harness.approval.wiring import make_gate
-from harness.assembly import Workspace, new_session_name, open_workspace, session_catalog, session_image, task_spec
 from harness.config import Config
 from harness.core.project import select_files
 from harness.errors import HarnessError, TaskError, ToolError, UnknownToolError
-from harness.inplace import RepoTask, repo_task, selection_lines
 from harness.mcp.changes import apply_action, propose_tool
 from harness.mcp.http_guard import SessionsFull
 from harness.mcp.specs import MAX_SESSIONS, session_limits

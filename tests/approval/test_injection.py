@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.agent.session import run_session
 from harness.approval.queue import ApprovalQueue
 from harness.config import Config
 from harness.core.task import Task
 from harness.models.scripted import ScriptedModel
-from harness.session import run_session
 from tests.approval.helpers import CountingServer
 
 pytestmark = pytest.mark.docker

@@ -1,4 +1,4 @@
-"""The one assembly (`harness.assembly`): the workspace a session gets, in one call, in a real sandbox."""
+"""The one assembly (`harness.agent.assembly`): the workspace a session gets, in one call, in a real sandbox."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import docker
 import pytest
 
-from harness.assembly import open_task_workspace, session_catalog
+from harness.agent.assembly import open_task_workspace, session_catalog
 from harness.config import Config
 from harness.core.task import load_task
 from harness.messages import ToolUse
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.docker
 
 
 def _containers(session: str) -> list[Any]:
-    return docker.from_env().containers.list(all=True, filters={"label": [f"harness.session={session}"]})
+    return docker.from_env().containers.list(all=True, filters={"label": [f"harness.agent.session={session}"]})
 
 
 class Refuse:

@@ -19,13 +19,13 @@ from typing import Any
 import docker
 import pytest
 
+from harness.agent.session import fresh_verdict, run_session, verdict_spec
+from harness.agent.trajectory import load_trajectory
 from harness.cli.main import main
 from harness.config import Config, LoopConfig
 from harness.core.task import Task, load_task
 from harness.errors import HarnessError
 from harness.models.scripted import ScriptedModel
-from harness.session import fresh_verdict, run_session, verdict_spec
-from harness.trajectory import load_trajectory
 from tests.sandbox.takeover import takeover_script
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.history import apply_window
+from harness.agent.history import apply_window
 from harness.messages import Message, TextBlock, ToolResult, ToolUse
 
 

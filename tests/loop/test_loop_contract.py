@@ -9,11 +9,11 @@ from pathlib import Path
 
 from loopworld import call, config, shelf, text
 
-from harness.loop import AgentLoop, run_loop
+from harness.agent.loop import AgentLoop, run_loop
+from harness.agent.trajectory import TrajectoryWriter, load_trajectory
 from harness.messages import Message, system, user
 from harness.models.base import MALFORMED
 from harness.models.scripted import ScriptedModel
-from harness.trajectory import TrajectoryWriter, load_trajectory
 
 START = [system("You work on the user's files with your tools."), user("Add to list.txt what the recipes need.")]
 LIST = "bread, milk, tomatoes, cucumber, eggs"

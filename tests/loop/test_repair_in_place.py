@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.agent.inplace import repo_task
+from harness.agent.trajectory import load_trajectory
 from harness.cli.main import main
 from harness.cli.run_cmd import default_out
 from harness.config import load
 from harness.core.sources import GIT_IDENTITY
-from harness.inplace import repo_task
-from harness.trajectory import load_trajectory
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WORDCOUNT = REPO_ROOT / "tasks" / "wordcount"

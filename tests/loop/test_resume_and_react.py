@@ -7,10 +7,10 @@ from pathlib import Path
 from loopworld import FILES, config, make_ctx, shelf, text
 from test_loop_contract import LIST, SHOPPING, START, assert_contract
 
-from harness.loop import run_loop
+from harness.agent.loop import run_loop
+from harness.agent.trajectory import TrajectoryWriter, load_trajectory
 from harness.models.react import ReActModel
 from harness.models.scripted import ScriptedModel
-from harness.trajectory import TrajectoryWriter, load_trajectory
 
 
 def test_run_resumed_from_its_trajectory_ends_like_an_uninterrupted_one(catalog, tmp_path: Path) -> None:

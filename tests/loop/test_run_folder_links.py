@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.agent.trajectory import TrajectoryWriter
 from harness.cli.main import main
 from harness.errors import UnsafePathError
 from harness.messages import system, user
 from harness.models.scripted import resolve_script
-from harness.trajectory import TrajectoryWriter
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TASK = str(REPO_ROOT / "tasks" / "wordcount")

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.agent.session import run_session
+from harness.agent.trajectory import load_trajectory
 from harness.config import Config, LoopConfig, Secrets
 from harness.core.task import Task, load_task
 from harness.errors import HarnessError
 from harness.models.scripted import ScriptedModel, resolve_script
-from harness.session import run_session
-from harness.trajectory import load_trajectory
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEST_LABELS = {"harness.test": "1"}

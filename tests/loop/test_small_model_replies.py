@@ -13,8 +13,9 @@ import pytest
 from loopworld import call, config, make_ctx, shelf, text
 from test_loop_contract import START, assert_contract
 
+from harness.agent.loop import EMPTY_REPLY, run_loop
+from harness.agent.trajectory import TrajectoryWriter, load_trajectory
 from harness.config import ToolsConfig
-from harness.loop import EMPTY_REPLY, run_loop
 from harness.messages import Message
 from harness.models.base import ModelResponse
 from harness.models.openai import parse_response
@@ -22,7 +23,6 @@ from harness.models.react import ReActModel
 from harness.models.scripted import ScriptedModel
 from harness.tools.catalog import Catalog
 from harness.tools.shell.bash import bash_tool
-from harness.trajectory import TrajectoryWriter, load_trajectory
 
 
 class RecordedServer:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.agent.trajectory import TrajectoryWriter, load_trajectory
 from harness.messages import TOOL_ERROR_KINDS, Message, ToolResult
-from harness.trajectory import TrajectoryWriter, load_trajectory
 
 
 def test_error_kinds_survive_the_trajectory(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.workspace import GIT_DIR, sandbox_patch, start_baseline
+from harness.agent.workspace import GIT_DIR, sandbox_patch, start_baseline
 
 pytestmark = pytest.mark.docker
 

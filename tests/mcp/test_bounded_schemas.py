@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from harness.agent.trajectory import load_trajectory
 from harness.config import Config
 from harness.errors import HarnessError
 from harness.messages import ToolUse
 from harness.tools.base import Effect, Tool, ToolContext
 from harness.tools.catalog import Catalog, default_catalog
 from harness.tools.schema import MAX_SCHEMA_DEPTH, schema_problems
-from harness.trajectory import load_trajectory
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROBE = f"{sys.executable} {Path(__file__).with_name('probe_server.py')}"

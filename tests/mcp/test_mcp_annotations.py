@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from harness.agent.session import run_session
+from harness.agent.trajectory import load_trajectory
 from harness.approval.explain import explain
 from harness.approval.policy import HINT_RULE, load_policy
 from harness.approval.queue import ApprovalQueue
@@ -26,8 +28,6 @@ from harness.core.task import Task, load_task
 from harness.mcp.client import close_all
 from harness.messages import ToolResult
 from harness.models.scripted import ScriptedModel
-from harness.session import run_session
-from harness.trajectory import load_trajectory
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROBE = f"{sys.executable} {Path(__file__).with_name('probe_server.py')}"

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from harness.agent.session import run_session
+from harness.agent.trajectory import load_trajectory
 from harness.approval.queue import ApprovalQueue
 from harness.config import ApprovalConfig, Config, LoopConfig, McpConfig, load
 from harness.core.task import Task, load_task
@@ -23,8 +25,6 @@ from harness.mcp.client import McpServers, close_all, result_text, servers_for
 from harness.mcp.specs import parse_server, server_spec, tool_name
 from harness.messages import ToolResult
 from harness.models.scripted import ScriptedModel
-from harness.session import run_session
-from harness.trajectory import load_trajectory
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROBE = f"{sys.executable} {Path(__file__).with_name('probe_server.py')}"

@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
+from harness.agent.loop import price_of, run_loop
 from harness.config import Config, ModelConfig
 from harness.errors import ModelError, ModelTruncated
-from harness.loop import price_of, run_loop
 from harness.messages import Message, TextBlock, ToolResult, ToolUse, system, user
 from harness.models.anthropic import AnthropicModel
 from harness.tools.base import ToolContext

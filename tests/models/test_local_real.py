@@ -18,7 +18,7 @@ from typing import get_args
 
 import pytest
 
-from harness.loop import StopReason
+from harness.agent.loop import StopReason
 from harness.messages import Message
 from harness.models.local import LOCAL_MODELS, missing_modules
 from harness.models.local_server import INSTALL

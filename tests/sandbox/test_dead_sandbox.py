@@ -18,12 +18,12 @@ from pathlib import Path
 import docker
 import pytest
 
+from harness.agent.loop import AgentLoop
+from harness.agent.session import run_session
 from harness.config import Config
 from harness.core.task import load_task
-from harness.loop import AgentLoop
 from harness.messages import system, user
 from harness.models.scripted import ScriptedModel
-from harness.session import run_session
 from harness.tools.base import ToolContext
 from harness.tools.catalog import default_catalog
 from sandbox.api import Limits

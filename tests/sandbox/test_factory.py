@@ -1,5 +1,5 @@
 """One sandbox factory: the provider a spec names is constructed in `sandbox/factory.py` only, and every
-SandboxSpec the harness starts is made by `harness/assembly.py` (the pool's blanks, in `sandbox/pool.py`,
+SandboxSpec the harness starts is made by `harness/agent/assembly.py` (the pool's blanks, in `sandbox/pool.py`,
 copy a spec they were given). The one other maker is an environment build's container
 (`harness/environments/instance_layer.py`): a build, not a workspace, started by `DockerDeployment` with
 `layer_build=True`, the one named relaxation of `container_options()`."""
@@ -17,7 +17,7 @@ from sandbox.factory import create_sandbox
 from tests.test_imports import ROOT, module_names
 
 FACTORY = "sandbox.factory"
-SPEC_MAKERS = {"harness.assembly", "sandbox.pool", "harness.environments.instance_layer"}
+SPEC_MAKERS = {"harness.agent.assembly", "sandbox.pool", "harness.environments.instance_layer"}
 
 
 def _calls(source: str, name: str) -> int:
@@ -56,7 +56,7 @@ def test_no_module_but_the_factory_constructs_a_docker_sandbox() -> None:
 
 def test_only_the_assembly_and_the_pool_make_a_sandbox_spec() -> None:
     makers = {m for m, text in _sources().items() if _calls(text, "SandboxSpec")}
-    assert makers == SPEC_MAKERS, f"SandboxSpec built outside harness.assembly: {sorted(makers - SPEC_MAKERS)}"
+    assert makers == SPEC_MAKERS, f"SandboxSpec built outside harness.agent.assembly: {sorted(makers - SPEC_MAKERS)}"
 
 
 def test_the_spec_names_a_known_provider_and_the_factory_makes_it() -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from harness.agent.trajectory import TrajectoryWriter
 from harness.messages import Message, TextBlock, ToolResult, ToolUse
-from harness.trajectory import TrajectoryWriter
 from sandbox.text import safe_json
 
 SCRIPT = "<script>window.pwned=1</script>"

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.agent.trajectory import TrajectoryWriter
 from harness.evaluation.report import InstanceRecord, instance_dir, write_done, write_outputs
 from harness.messages import Message, TextBlock
 from harness.outputs import record_output, recorded_outputs
-from harness.trajectory import TrajectoryWriter
 from harness.web.records import NotFound
 from harness.web.runs import FOLD_LINES, Roots, compare_view, fold, list_runs
 from harness.web.server import make_web_server

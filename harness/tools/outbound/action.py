@@ -54,7 +54,7 @@ def outbound_tool(action: OutboundAction) -> Tool:
     def function(ctx: ToolContext, **arguments: Any) -> str:
         if ctx.approver is None:
             raise ApprovalError(f"outbound tool {action.name!r} was called in a session without an approver; "
-                                "give harness.assembly.open_workspace the gate of harness.approval.wiring.make_gate")
+                                "give harness.agent.open_workspace the gate of harness.approval.wiring.make_gate")
         return ctx.approver.run(action, arguments, ctx)
 
     return Tool(name=action.name, description=action.description + KEY_NOTE, parameters=params,

@@ -1,7 +1,7 @@
 """One repair session: a fresh sandbox holding the task's files, the agent loop, the patch; then the tests,
-in another fresh sandbox holding only the starting files and the patch (`harness.verdict`).
+in another fresh sandbox holding only the starting files and the patch (`harness.agent.verdict`).
 
-Each attempt's workspace (sandbox, baseline, catalog, context) comes from `harness.assembly.open_workspace`,
+Each attempt's workspace (sandbox, baseline, catalog, context) comes from `harness.agent.assembly.open_workspace`,
 the one assembly every kind of session uses.
 
 `run_session` writes into `out_dir`: trajectory.jsonl (appended live), patch.diff (the agent's
@@ -33,22 +33,22 @@ from pathlib import Path
 from typing import Any
 
 from harness import checks
+from harness.agent.assembly import Workspace, open_workspace, session_image
+from harness.agent.loop import AgentLoop, LoopResult, StepEvent, StopReason
+from harness.agent.trajectory import TrajectoryWriter, read_lines
+from harness.agent.verdict import StartedAhead, Verdict, fresh_verdict, session_spec, verdict_spec
+from harness.agent.workspace import replay
 from harness.approval.wiring import make_gate
-from harness.assembly import Workspace, open_workspace, session_image
 from harness.config import Config, Secrets
 from harness.core.records import SessionResult
 from harness.core.task import Task
 from harness.errors import ModelError
-from harness.loop import AgentLoop, LoopResult, StepEvent, StopReason
 from harness.messages import Message, TextBlock, system, user
 from harness.models.base import Model, Usage
 from harness.outputs import write_session_result
 from harness.tools.retrieval.chunk_cache import shared_cache
 from harness.tools.retrieval.code_index import CodeIndex
 from harness.tools.retrieval.find_code import warm_index
-from harness.trajectory import TrajectoryWriter, read_lines
-from harness.verdict import StartedAhead, Verdict, fresh_verdict, session_spec, verdict_spec
-from harness.workspace import replay
 from sandbox.api import ExecResult
 from sandbox.errors import SandboxUnavailable
 from sandbox.pool import SandboxPool

@@ -33,14 +33,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from harness.agent.history import apply_window
+from harness.agent.trajectory import TrajectoryWriter
 from harness.config import Config
 from harness.errors import ConfigError, HarnessError, ModelError, ModelTruncated
-from harness.history import apply_window
 from harness.messages import Message, ToolErrorKind, ToolResult, ToolUse, user
 from harness.models.base import MALFORMED, Model, ModelResponse, Usage, cost_usd
 from harness.tools.base import ToolContext
 from harness.tools.catalog import Catalog
-from harness.trajectory import TrajectoryWriter
 from sandbox.errors import SandboxError, SandboxUnavailable
 
 StopReason = Literal["end", "cap", "truncated", "error", "budget", "stuck", "sandbox_unavailable"]

@@ -19,11 +19,11 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from harness.assembly import new_session_name, task_spec
+from harness.agent.assembly import new_session_name, task_spec
+from harness.agent.workspace import run_task_tests
 from harness.config import Config
 from harness.core.task import Task
 from harness.patching import apply_in_sandbox
-from harness.workspace import run_task_tests
 from sandbox.api import ExecResult, SandboxSpec
 from sandbox.docker_sandbox import DockerSandbox
 from sandbox.factory import SandboxSource, open_sandbox

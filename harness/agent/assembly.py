@@ -13,7 +13,7 @@
                                               (built-in, registered, `config.mcp`'s servers'), then `extra`
     open_workspace(spec, config, approver)    the sandbox started through `sandbox.factory` (from a warm
                                               pool when given), /workspace made the agent's git repository
-                                              on a baseline the host keeps (`harness.workspace`), the
+                                              on a baseline the host keeps (`harness.agent.workspace`), the
                                               catalog and the ToolContext the calls run with
 
 `harness run` and `harness eval` sessions, each MCP client's session, `harness exec`, `harness shell` and
@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from harness.agent.workspace import Baseline, sandbox_patch, start_baseline
 from harness.config import Config
 from harness.core.task import Task
 from harness.environments import ensure_task_image, sandbox_image
@@ -41,7 +42,6 @@ from harness.tools.catalog import Catalog, default_catalog
 from harness.tools.outbound.registry import outbound_tools
 from harness.tools.retrieval.chunk_cache import shared_cache
 from harness.tools.retrieval.code_index import CodeIndex
-from harness.workspace import Baseline, sandbox_patch, start_baseline
 from sandbox.api import Limits, Progress, Sandbox, SandboxSpec, quiet
 from sandbox.factory import SandboxSource, open_sandbox
 
