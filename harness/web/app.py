@@ -124,7 +124,7 @@ class Guard:
         if session is None:
             return _error(401, f"{why}: open the URL printed by `harness web` or `harness approvals serve` "
                                "(it carries ?token=...)")
-        scope["harness.agent.session"] = session
+        scope["harness.session"] = session
         if scope["method"] not in ("GET", "HEAD"):
             origin = headers.get("origin", "")
             if origin != f"http://{host}":
@@ -229,7 +229,7 @@ def _queue(console: Console) -> ApprovalQueue:
 
 
 def _page(console: Console, request: Request) -> Response:
-    session: Session = request.scope["harness.agent.session"]           # the guard let only a signed-in one in
+    session: Session = request.scope["harness.session"]           # the guard let only a signed-in one in
     html = (STATIC / "index.html").read_text(encoding="utf-8")
     html = html.replace("{{CSRF}}", session.csrf).replace("{{LANDING}}", console.landing)
     return Response(html, media_type="text/html; charset=utf-8")

@@ -87,7 +87,7 @@ def test_a_config_string_names_a_task_folder_or_a_project(tmp_path: Path) -> Non
 
 def test_inspect_sandbox_cleanup_removes_one_sessions_sandbox(docker_client: Any, sandbox_image: str) -> None:
     opened = open_for_adapter(Target(kind="inspect"))
-    session = {"label": f"harness.agent.session={opened.session}"}
+    session = {"label": f"harness.session={opened.session}"}
     try:
         assert len(docker_client.containers.list(all=True, filters=session)) == 1      # positive control
         anyio.run(HarnessSandboxEnvironment.cli_cleanup, opened.session)

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.docker
 
 
 def _containers(session: str) -> list[Any]:
-    return docker.from_env().containers.list(all=True, filters={"label": [f"harness.agent.session={session}"]})
+    return docker.from_env().containers.list(all=True, filters={"label": [f"harness.session={session}"]})
 
 
 class Refuse:

@@ -189,7 +189,7 @@ def test_two_concurrent_sessions_get_separate_sandboxes(project: Path, tmp_path:
             await other.wait()
             result = await client.call_tool("bash", {"command": "cat mine.txt"})
             seen[name] = _text(result)
-            seen[name + "-sandboxes"] = ",".join(sorted(c.labels["harness.agent.session"] for c in _sandboxes()))
+            seen[name + "-sandboxes"] = ",".join(sorted(c.labels["harness.session"] for c in _sandboxes()))
 
     async def both() -> None:
         a, b = anyio.Event(), anyio.Event()

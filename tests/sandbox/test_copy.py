@@ -175,7 +175,7 @@ def test_copy_in_refuses_a_project_over_the_caps_and_leaves_no_container(
                                          r"SandboxSpec.max_copy_bytes/max_copy_files"):
         with DockerSandbox(spec):
             pass
-    assert docker_client.containers.list(all=True, filters={"label": f"harness.agent.session={spec.session}"}) == []
+    assert docker_client.containers.list(all=True, filters={"label": f"harness.session={spec.session}"}) == []
 
 
 def test_copy_in_keeps_odd_names_as_names_and_hard_links_as_files(sandbox_image: str, tmp_path: Path) -> None:

@@ -161,6 +161,6 @@ def test_with_over_an_already_started_sandbox_makes_no_second_container(sandbox_
     with box:
         with pytest.raises(SandboxError, match="already started"):
             box.start()
-        mine = docker_client.containers.list(all=True, filters={"label": "harness.agent.session=twice"})
+        mine = docker_client.containers.list(all=True, filters={"label": "harness.session=twice"})
         assert [c.id for c in mine] == [box.container.id]
-    assert docker_client.containers.list(all=True, filters={"label": "harness.agent.session=twice"}) == []
+    assert docker_client.containers.list(all=True, filters={"label": "harness.session=twice"}) == []

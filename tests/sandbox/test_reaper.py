@@ -100,7 +100,7 @@ def test_a_reused_pid_an_earlier_boot_and_a_dead_pid_are_gone_owners_and_reap_re
 def test_reap_all_spares_live_owners_and_names_them_and_force_removes_them(
         make_container: Maker, docker_client: docker.DockerClient, live_process: subprocess.Popen[bytes]) -> None:
     make = make_container
-    only = (f"harness.agent.session={make.session}",)
+    only = (f"harness.session={make.session}",)
     mine = make()                                                       # this process: alive
     theirs = make(**{"harness.pid": str(live_process.pid), "harness.pid_start": process_start(live_process.pid)})
     reused = make(**{"harness.pid": str(live_process.pid), "harness.pid_start": "1"})
