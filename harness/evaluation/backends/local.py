@@ -23,16 +23,12 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from harness.core.task import Task
 from harness.evaluation.backends import Batch
 from harness.evaluation.instance import evaluate_instance
-from harness.evaluation.options import RUN_LABEL, StopRequest
+from harness.evaluation.options import RUN_LABEL, Cancelling, StopRequest
 from harness.evaluation.report import DONE, InstanceRecord, instance_dir
 from sandbox.docker_client import client_or_default
 from sandbox.reaper import remove_containers
 
 POLL_SECONDS = 0.2
-
-
-class Cancelling(KeyboardInterrupt):
-    """The second stop request: the running instances are cancelled, and the run ends as interrupted."""
 
 
 class ThreadPoolBackend:
