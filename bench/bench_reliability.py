@@ -5,7 +5,9 @@
 1. containers: `harness run tasks/wordcount --model scripted:wordcount-fix`, `harness exec --dir
    tasks/wordcount/repo -- sleep 5`, `harness mcp --dir tasks/wordcount/repo --pool 1` with a client
    that opens a session and runs `sleep 3` through the bash tool, and `harness eval tasks/wordcount
-   --pool 1` (the session, the pool refilling, the grading sandbox), mixed (`--kinds`), each in its
+   --pool 1` (the session, the pool refilling, the grading sandbox), and `harness eval` of a copy of
+   tasks/wordcount whose environment is new each trial (a unique `install_cmd`: the wheelhouse, then
+   `docker build` of the environment image and its RUN step containers), mixed (`--kinds`), each in its
    own process group, SIGKILLed after a random delay drawn over the whole life of an unkilled one
    (measured first): before the container exists, while it starts, mid-command, during the tests,
    grading and teardown. `--check-after` seconds after each kill (default 2): the containers (running,
@@ -13,7 +15,9 @@
    host processes still carrying the trial's marker variable. No reaper is needed for a figure of 0:
    the daemon's events say how each container went, by itself (its lifeline: `die`, `destroy`) or
    killed by a removal (`kill` first: a reaper of another process, counted apart), and when, after
-   the kill, the last one was destroyed. After all trials: `harness sandbox reap`, then what is left.
+   the kill, the last one was destroyed. A build's RUN step containers belong to the daemon's builder
+   (no owner labels): they are the harness-image containers without `harness.pid` created since the
+   trial started, counted running or not. After all trials: `harness sandbox reap`, then what is left.
 2. outbound: one approved `http_request` (tests/approval/call_outbound.py, a real harness process)
    to a counting server on 127.0.0.1 (this script's; it counts complete requests per trial id and
    answers after a random delay), approved by a policy rule or through the queue API, SIGKILLed at
@@ -58,6 +62,8 @@ sys.path.insert(0, str(REPO))
 
 from harness.approval.queue import ApprovalQueue  # noqa: E402
 from harness.config import Config  # noqa: E402
+from harness.core.task import load_task  # noqa: E402
+from harness.environments.images import env_hash, sandbox_image  # noqa: E402
 from harness.errors import ApprovalError  # noqa: E402
 from harness.loop import AgentLoop, StepEvent  # noqa: E402
 from harness.messages import system, user  # noqa: E402
@@ -77,7 +83,8 @@ RUN_ARGS = ["run", "tasks/wordcount", "--model", "scripted:wordcount-fix", "--ap
 EXEC_ARGS = ["exec", "--dir", "tasks/wordcount/repo", "--", "sleep", "5"]
 MCP_ARGS = ["mcp", "--dir", "tasks/wordcount/repo", "--pool", "1", "--approve", "deny"]
 EVAL_ARGS = ["eval", "tasks/wordcount", "--model", "scripted:wordcount-fix", "--pool", "1", "--approve", "deny"]
-KINDS = ("run", "exec", "mcp", "eval")
+BUILD_ARGS = ["eval", "--model", "scripted:wordcount-fix", "--approve", "deny"]
+KINDS = ("run", "exec", "mcp", "eval", "build")
 # an MCP client's session over stdio: open it, run `sleep 3` through the bash tool (then stdin closes)
 MCP_MESSAGES = [
     {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -260,8 +267,48 @@ def exec_phase(fraction: float, ready: float) -> str:
 
 
 def trial_args(kind: str, out_dir: Path) -> list[str]:
+    if kind == "build":
+        return [BUILD_ARGS[0], str(fresh_environment_task(out_dir)), *BUILD_ARGS[1:], "--out", str(out_dir)]
     return {"run": RUN_ARGS + ["--out", str(out_dir)], "exec": EXEC_ARGS, "mcp": MCP_ARGS,
             "eval": EVAL_ARGS + ["--out", str(out_dir)]}[kind]
+
+
+def fresh_environment_task(out_dir: Path) -> Path:
+    """A copy of tasks/wordcount beside `out_dir` whose environment image does not exist yet: its
+    `install_cmd` names a new token, so its environment hash, and tag, are new."""
+    task = out_dir.with_name(f"{out_dir.name}-task") / "wordcount"
+    shutil.rmtree(task.parent, ignore_errors=True)
+    shutil.copytree(TASK, task, ignore=shutil.ignore_patterns("__pycache__", ".git"))
+    spec = json.loads((task / "task.json").read_text())
+    spec["install_cmd"] = f"echo {uuid.uuid4().hex} > /tmp/build-token && sleep 2"
+    (task / "task.json").write_text(json.dumps(spec))
+    BUILT_TAGS.append(f"harness-env:{env_hash(load_task(task), sandbox_image(Config(), spec['python']))}")
+    return task
+
+
+BUILT_TAGS: list[str] = []      # the environment images the build trials make, removed at the end
+
+
+def remove_built_images(client: Any) -> None:
+    removed = 0
+    for tag in BUILT_TAGS:
+        try:
+            client.api.remove_image(tag, force=False)
+            removed += 1
+        except Exception:  # noqa: BLE001 - never built (killed first) or still in use: left to `sandbox prune`
+            continue
+    if BUILT_TAGS:
+        print(f"  removed {removed} of the {len(BUILT_TAGS)} environment image(s) the build trials asked for")
+
+
+def build_containers(client: Any, since: float) -> list[str]:
+    """Harness-image containers without an owner label created at or after `since` (the daemon's RUN
+    step containers of a `docker build`), with their state."""
+    found = []
+    for c in client.api.containers(all=True, filters={"label": [f"{MANAGED}=true"]}):
+        if "harness.pid" not in (c.get("Labels") or {}) and c.get("Created", 0) >= int(since):
+            found.append(f"build container {(c.get('Names') or [c['Id']])[0].lstrip('/')} ({c.get('State')})")
+    return found
 
 
 def kinds_running(client: Any, pid: int) -> list[str]:
@@ -287,6 +334,7 @@ def one_container_trial(trial: ContainerTrial, token: str, work: Path, client: A
         proc, mcp = start_trial(trial.kind, harness_argv() + trial_args(trial.kind, out_dir),
                                 f"{token}-{trial.number}", work, err_fh)
         trial.pid = proc.pid
+        started = time.time()
         try:
             proc.wait(trial.delay)
         except subprocess.TimeoutExpired:
@@ -297,6 +345,8 @@ def one_container_trial(trial: ContainerTrial, token: str, work: Path, client: A
         else f"{trial.kind}: ended before the kill (exit {proc.returncode})"
     time.sleep(check_after)   # the daemon's removal; also a create it was serving when the client died lands
     trial.left = labelled_objects(client, {trial.pid})
+    if trial.kind == "build":
+        trial.left += build_containers(client, started)
     trial.processes = marked_processes(f"{token}-{trial.number}")
     judge_departures(trial, events, killed_at)
 
@@ -308,7 +358,20 @@ def trial_phase(trial: ContainerTrial, err: Path, out_dir: Path, ready: float, m
         return exec_phase(trial.fraction, ready)
     if mcp is not None:
         return mcp.phase()
+    if trial.kind == "build":
+        return build_phase(err)
     return f"eval: containers up at the kill: {', '.join(trial.at_kill) or 'none'}"
+
+
+def build_phase(err: Path) -> str:
+    """Where a killed environment build was, from its progress lines."""
+    text = err.read_text(errors="replace") if err.exists() else ""
+    for needle, phase in (("built harness-env", "build: built, session or grading"),
+                          ("Step ", "build: docker build (RUN step containers)"),
+                          ("building environment", "build: wheelhouse")):
+        if needle in text:
+            return phase
+    return "build: before the build (imports, sandbox image check)"
 
 
 def life_of(kind: str, token: str, work: Path) -> float:
@@ -362,6 +425,7 @@ def containers(trials: int, seed: int, parallel: int, deadline: float, kinds: tu
     finally:
         events.close()
         final_cleanup(client, {t.pid for t in plan if t.pid}, token)
+        remove_built_images(client)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -78,7 +78,8 @@ def _resume_and_compare(out: Path, cluster: LocalCluster, mark: str, uninterrupt
     rc, resumed, err = _finish(_eval(out, "--resume", "--backend", "ray", "--ray-address", cluster.address,
                                      "--label", mark))
     assert rc == 0, err
-    assert f"resuming: {len(before)} instance(s) already finished, {len(TASKS) - len(before)} to run" in err
+    if before:     # said only when something was finished
+        assert f"resuming: {len(before)} instance(s) already finished, {len(TASKS) - len(before)} to run" in err
     assert verdicts(resumed) == verdicts(uninterrupted)
     after = stamps(out)
     assert {i: after[i] for i in before} == before, "an instance finished before the stop was graded again"
