@@ -30,6 +30,11 @@
    second (`sleep 30`), at a random moment: how the session ends (goal: `sandbox_unavailable` with
    OOMKilled in the reason, one model call after the kill at most, every time), over min(trials, 20).
 
+4. ray (`--only ray`, bench/reliability_ray.py; not part of the default run): `harness eval
+   tasks/wordcount --backend ray` on a real one-node Ray cluster; at a random moment while a Ray worker
+   holds the instance's containers, that worker process (not the node) is SIGKILLed: its containers
+   running `--check-after` s later and how they went, over min(trials, 20).
+
 The file is over 250 lines because the two experiments share their plumbing (process groups,
 marker scans, time budget, report); each experiment is a few short functions.
 """
@@ -794,9 +799,21 @@ def dead_sandboxes(trials: int, seed: int, deadline: float) -> dict[str, Any]:
     return {"trials": len(done), "sandbox_unavailable_with_oom": said, "stop_reasons": dict(ended), "per_trial": done}
 
 
+def ray_trials(trials: int, seed: int, deadline: float, check_after: float) -> dict[str, Any]:
+    """`reliability_ray.ray_worker_deaths` with this file's event reader (Ray is an optional extra)."""
+    from reliability_ray import ray_worker_deaths  # noqa: PLC0415 - imports Ray, only for --only ray
+    client = client_or_default()
+    events = DockerEvents(client)
+    try:
+        return ray_worker_deaths(trials, seed, deadline, check_after, events, client)
+    finally:
+        events.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["containers", "outbound", "dead"], help="run one of the experiments")
+    parser.add_argument("--only", choices=["containers", "outbound", "dead", "ray"],
+                        help="run one of the experiments (ray: only when asked for)")
     parser.add_argument("--trials", type=int, default=200, help="trials per experiment (default 200)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the kill delays and trial mix")
     parser.add_argument("--parallel", type=int, default=2, choices=[1, 2, 3, 4],
@@ -830,6 +847,9 @@ def main() -> int:
         print()
     if args.only in (None, "dead"):
         figures["dead"] = dead_sandboxes(min(args.trials, 20), args.seed, deadline)
+        print()
+    if args.only == "ray":
+        figures["ray"] = ray_trials(min(args.trials, 20), args.seed, deadline, args.check_after)
         print()
     figures["seconds"] = time.monotonic() - started
     print(f"total {figures['seconds'] / 60:.1f} min; command: {command}")

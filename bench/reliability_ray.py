@@ -77,7 +77,7 @@ def one_trial(client: Any, cluster: LocalCluster, work: Path, rng: random.Random
 
 def ray_worker_deaths(trials: int, seed: int, deadline: float, check_after: float, events: Any,
                       client: Any) -> dict[str, Any]:
-    print(f"4. a Ray worker SIGKILLed while it holds an instance's containers (`harness eval --backend ray`)")
+    print("4. a Ray worker SIGKILLed while it holds an instance's containers (`harness eval --backend ray`)")
     rng = random.Random(seed)
     done: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-reliability-ray-") as tmp, \
