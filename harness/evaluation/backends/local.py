@@ -106,3 +106,9 @@ def _wait_for_workers(pool: ThreadPoolExecutor, timeout: float) -> None:
 def _remove_run_containers(run_id: str) -> int:
     """Remove every container of the run `run_id` (running or not); returns how many."""
     return len(remove_containers(client_or_default(), [f"{RUN_LABEL}={run_id}"]))
+
+
+def finish_instance(record: InstanceRecord, batch: Batch) -> None:
+    """Record a finished instance as this backend does: an infrastructure error after a stop is not
+    recorded (`--resume` reruns it). The Ray backend records its instances through it too."""
+    _finish(record, batch)

@@ -34,7 +34,7 @@ from harness import checks
 from harness.config import Config, Secrets
 from harness.core.task import Task
 from harness.evaluation.backends import Batch
-from harness.evaluation.backends.local import _finish
+from harness.evaluation.backends.local import finish_instance
 from harness.evaluation.instance import evaluate_instance
 from harness.evaluation.instances import Prediction
 from harness.evaluation.options import RUN_LABEL, EvalOptions, StopRequest
@@ -119,7 +119,7 @@ class RayBackend:
                 "finish (Ctrl-C or SIGTERM again cancels them)")
 
         try:
-            evaluate_on_ray(pending, batch.stages, batch.out, batch.model_name, lambda r: _finish(r, batch),
+            evaluate_on_ray(pending, batch.stages, batch.out, batch.model_name, lambda r: finish_instance(r, batch),
                             address=self.address, stop=batch.stop, on_drain=draining)
         except KeyboardInterrupt:
             batch.report()
