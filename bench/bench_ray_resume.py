@@ -94,10 +94,11 @@ def main() -> None:
             LocalCluster(head_cpus=1, head_memory=NODE_MEMORY) as cluster:
         cluster.add_node("worker", cpus=1, memory=NODE_MEMORY)
         where = Path(tmp)
-        t0 = time.monotonic()
-        whole = subprocess.run(command(where / "whole", "whole", cluster.address), cwd=ROOT, capture_output=True,
-                               text=True, timeout=3600)
-        reference = time.monotonic() - t0
+        for run in ("warm", "whole"):     # the first builds what the environments need; the second is timed
+            t0 = time.monotonic()
+            whole = subprocess.run(command(where / run, run, cluster.address), cwd=ROOT, capture_output=True,
+                                   text=True, timeout=3600)
+            reference = time.monotonic() - t0
         if whole.returncode != 0:
             sys.exit(f"the uninterrupted run failed ({whole.returncode}):\n{whole.stderr[-3000:]}")
         expected = verdicts(json.loads(whole.stdout))

@@ -306,13 +306,21 @@ def remove_built_images(client: Any) -> None:
         print(f"  removed {removed} of the {len(BUILT_TAGS)} environment image(s) the build trials asked for")
 
 
+ENV_STEPS = ("/opt/harness/env/", "command -v pip")   # in the Cmd of an environment build's step containers
+
+
 def build_containers(client: Any, since: float) -> list[str]:
-    """Harness-image containers without an owner label created at or after `since` (the daemon's RUN
-    step containers of a `docker build`), with their state."""
+    """Step containers of an environment image's `docker build` created at or after `since`, with their
+    state: harness-image containers without an owner label whose command is a step of the environment
+    Dockerfile (the daemon is shared: another process's environment build would be counted too)."""
     found = []
     for c in client.api.containers(all=True, filters={"label": [f"{MANAGED}=true"]}):
-        if "harness.pid" not in (c.get("Labels") or {}) and c.get("Created", 0) >= int(since):
-            found.append(f"build container {(c.get('Names') or [c['Id']])[0].lstrip('/')} ({c.get('State')})")
+        if "harness.pid" in (c.get("Labels") or {}) or c.get("Created", 0) < int(since):
+            continue
+        command = str(c.get("Command", ""))
+        if any(step in command for step in ENV_STEPS):
+            found.append(f"build container {(c.get('Names') or [c['Id']])[0].lstrip('/')} [{command[-50:]}] "
+                         f"({c.get('State')})")
     return found
 
 
@@ -344,6 +352,8 @@ def one_container_trial(trial: ContainerTrial, token: str, work: Path, client: A
             proc.wait(trial.delay)
         except subprocess.TimeoutExpired:
             trial.at_kill = kinds_running(client, proc.pid)
+            if trial.kind == "build":
+                trial.at_kill += [b for b in build_containers(client, started) if b.endswith("(running)")]
         killed_at = time.time()
         trial.killed = kill_group(proc)
     trial.phase = trial_phase(trial, err, out_dir, ready, mcp) if trial.killed \
@@ -364,18 +374,19 @@ def trial_phase(trial: ContainerTrial, err: Path, out_dir: Path, ready: float, m
     if mcp is not None:
         return mcp.phase()
     if trial.kind == "build":
-        return build_phase(err)
+        return build_phase(err, trial.at_kill)
     return f"eval: containers up at the kill: {', '.join(trial.at_kill) or 'none'}"
 
 
-def build_phase(err: Path) -> str:
-    """Where a killed environment build was, from its progress lines."""
+def build_phase(err: Path, at_kill: list[str]) -> str:
+    """Where a killed environment build was, from its progress lines and its containers at the kill."""
     text = err.read_text(errors="replace") if err.exists() else ""
-    for needle, phase in (("built harness-env", "build: built, session or grading"),
-                          ("Step ", "build: docker build (RUN step containers)"),
-                          ("building environment", "build: wheelhouse")):
-        if needle in text:
-            return phase
+    if "built harness-env" in text:
+        return "build: built; session or grading"
+    if any(b.startswith("build container") for b in at_kill):
+        return "build: docker build, a step container running"
+    if "building environment" in text:
+        return "build: wheelhouse, or docker build between steps"
     return "build: before the build (imports, sandbox image check)"
 
 
