@@ -5,7 +5,8 @@ same process. The interruptions rotate: SIGINT once (a drain: the running instan
 twice 0.5 s apart (a cancel), SIGKILL of the driver (Ray then ends the job's workers, and their containers
 go with them).
 
-    .venv/bin/python bench/bench_ray_resume.py [--trials 12] [--seed 1]
+    .venv/bin/python bench/bench_ray_resume.py [--trials 12] [--seed 1] [--stops SIGINT,SIGTERMx2,SIGKILL]
+        [--earliest 3]
 
 Prints per trial and over the trials: reports identical to the uninterrupted run's (statuses, counts, id
 lists; times ignored), instances graded twice, containers of the run left after the stop (checked 2 s
@@ -87,7 +88,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--stops", default=",".join(STOPS), help=f"the stops to rotate, among {','.join(STOPS)}")
+    parser.add_argument("--earliest", type=float, default=3.0, help="seconds after the start of the earliest stop")
     args = parser.parse_args()
+    stops = [s for s in args.stops.split(",") if s]
+    if not stops or set(stops) - set(STOPS):
+        parser.error(f"--stops {args.stops!r}: expected a comma-separated subset of {','.join(STOPS)}")
     rng = random.Random(args.seed)
     client = docker.from_env()
     with tempfile.TemporaryDirectory(prefix="bench-ray-resume-") as tmp, \
@@ -105,9 +111,9 @@ def main() -> None:
         print(f"uninterrupted on Ray: {len(TASKS)} tasks, 2 nodes of 1 CPU, {reference:.1f}s", flush=True)
         trials = []
         for number in range(args.trials):
-            stop = STOPS[number % len(STOPS)]
-            result = trial(number, where, client, cluster.address, stop, rng.uniform(3.0, 0.75 * reference),
-                           expected)
+            stop = stops[number % len(stops)]
+            at = rng.uniform(args.earliest, max(args.earliest, 0.75 * reference))
+            result = trial(number, where, client, cluster.address, stop, at, expected)
             trials.append(result)
             print(f"trial {number + 1:2d}: {result}", flush=True)
     report(trials)
