@@ -35,7 +35,7 @@
    holds the instance's containers, that worker process (not the node) is SIGKILLed: its containers
    running `--check-after` s later and how they went, over min(trials, 20).
 
-The file is over 250 lines because the two experiments share their plumbing (process groups,
+The file is over 250 lines because the experiments share their plumbing (process groups,
 marker scans, time budget, report); each experiment is a few short functions.
 """
 
