@@ -5,7 +5,9 @@
 1. containers: `harness run tasks/wordcount --model scripted:wordcount-fix`, `harness exec --dir
    tasks/wordcount/repo -- sleep 5`, `harness mcp --dir tasks/wordcount/repo --pool 1` with a client
    that opens a session and runs `sleep 3` through the bash tool, and `harness eval tasks/wordcount
-   --pool 1` (the session, the pool refilling, the grading sandbox), mixed (`--kinds`), each in its
+   --pool 1` (the session, the pool refilling, the grading sandbox), and `harness eval` of a copy of
+   tasks/wordcount whose environment is new each trial (a unique `install_cmd`: the wheelhouse, then
+   `docker build` of the environment image and its RUN step containers), mixed (`--kinds`), each in its
    own process group, SIGKILLed after a random delay drawn over the whole life of an unkilled one
    (measured first): before the container exists, while it starts, mid-command, during the tests,
    grading and teardown. `--check-after` seconds after each kill (default 2): the containers (running,
@@ -13,7 +15,9 @@
    host processes still carrying the trial's marker variable. No reaper is needed for a figure of 0:
    the daemon's events say how each container went, by itself (its lifeline: `die`, `destroy`) or
    killed by a removal (`kill` first: a reaper of another process, counted apart), and when, after
-   the kill, the last one was destroyed. After all trials: `harness sandbox reap`, then what is left.
+   the kill, the last one was destroyed. A build's RUN step containers belong to the daemon's builder
+   (no owner labels): they are the harness-image containers without `harness.pid` created since the
+   trial started, counted running or not. After all trials: `harness sandbox reap`, then what is left.
 2. outbound: one approved `http_request` (tests/approval/call_outbound.py, a real harness process)
    to a counting server on 127.0.0.1 (this script's; it counts complete requests per trial id and
    answers after a random delay), approved by a policy rule or through the queue API, SIGKILLed at
@@ -26,7 +30,12 @@
    second (`sleep 30`), at a random moment: how the session ends (goal: `sandbox_unavailable` with
    OOMKilled in the reason, one model call after the kill at most, every time), over min(trials, 20).
 
-The file is over 250 lines because the two experiments share their plumbing (process groups,
+4. ray (`--only ray`, bench/reliability_ray.py; not part of the default run): `harness eval
+   tasks/wordcount --backend ray` on a real one-node Ray cluster; at a random moment while a Ray worker
+   holds the instance's containers, that worker process (not the node) is SIGKILLed: its containers
+   running `--check-after` s later and how they went, over min(trials, 20).
+
+The file is over 250 lines because the experiments share their plumbing (process groups,
 marker scans, time budget, report); each experiment is a few short functions.
 """
 
@@ -59,6 +68,8 @@ sys.path.insert(0, str(REPO))
 from harness.agent.loop import AgentLoop, StepEvent  # noqa: E402
 from harness.approval.queue import ApprovalQueue  # noqa: E402
 from harness.config import Config  # noqa: E402
+from harness.core.task import load_task  # noqa: E402
+from harness.environments.images import env_hash, sandbox_image  # noqa: E402
 from harness.errors import ApprovalError  # noqa: E402
 from harness.messages import system, user  # noqa: E402
 from harness.models.scripted import ScriptedModel  # noqa: E402
@@ -77,7 +88,8 @@ RUN_ARGS = ["run", "tasks/wordcount", "--model", "scripted:wordcount-fix", "--ap
 EXEC_ARGS = ["exec", "--dir", "tasks/wordcount/repo", "--", "sleep", "5"]
 MCP_ARGS = ["mcp", "--dir", "tasks/wordcount/repo", "--pool", "1", "--approve", "deny"]
 EVAL_ARGS = ["eval", "tasks/wordcount", "--model", "scripted:wordcount-fix", "--pool", "1", "--approve", "deny"]
-KINDS = ("run", "exec", "mcp", "eval")
+BUILD_ARGS = ["eval", "--model", "scripted:wordcount-fix", "--approve", "deny"]
+KINDS = ("run", "exec", "mcp", "eval", "build")
 # an MCP client's session over stdio: open it, run `sleep 3` through the bash tool (then stdin closes)
 MCP_MESSAGES = [
     {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -260,8 +272,56 @@ def exec_phase(fraction: float, ready: float) -> str:
 
 
 def trial_args(kind: str, out_dir: Path) -> list[str]:
+    if kind == "build":
+        return [BUILD_ARGS[0], str(fresh_environment_task(out_dir)), *BUILD_ARGS[1:], "--out", str(out_dir)]
     return {"run": RUN_ARGS + ["--out", str(out_dir)], "exec": EXEC_ARGS, "mcp": MCP_ARGS,
             "eval": EVAL_ARGS + ["--out", str(out_dir)]}[kind]
+
+
+def fresh_environment_task(out_dir: Path) -> Path:
+    """A copy of tasks/wordcount beside `out_dir` whose environment image does not exist yet: its
+    `install_cmd` names a new token, so its environment hash, and tag, are new."""
+    task = out_dir.with_name(f"{out_dir.name}-task") / "wordcount"
+    shutil.rmtree(task.parent, ignore_errors=True)
+    shutil.copytree(TASK, task, ignore=shutil.ignore_patterns("__pycache__", ".git"))
+    spec = json.loads((task / "task.json").read_text())
+    spec["install_cmd"] = f"echo {uuid.uuid4().hex} > /tmp/build-token && sleep 2"
+    (task / "task.json").write_text(json.dumps(spec))
+    BUILT_TAGS.append(f"harness-env:{env_hash(load_task(task), sandbox_image(Config(), spec['python']))}")
+    return task
+
+
+BUILT_TAGS: list[str] = []      # the environment images the build trials make, removed at the end
+
+
+def remove_built_images(client: Any) -> None:
+    removed = 0
+    for tag in BUILT_TAGS:
+        try:
+            client.api.remove_image(tag, force=False)
+            removed += 1
+        except Exception:  # noqa: BLE001 - never built (killed first) or still in use: left to `sandbox prune`
+            continue
+    if BUILT_TAGS:
+        print(f"  removed {removed} of the {len(BUILT_TAGS)} environment image(s) the build trials asked for")
+
+
+ENV_STEPS = ("/opt/harness/env/", "command -v pip")   # in the Cmd of an environment build's step containers
+
+
+def build_containers(client: Any, since: float) -> list[str]:
+    """Step containers of an environment image's `docker build` created at or after `since`, with their
+    state: harness-image containers without an owner label whose command is a step of the environment
+    Dockerfile (the daemon is shared: another process's environment build would be counted too)."""
+    found = []
+    for c in client.api.containers(all=True, filters={"label": [f"{MANAGED}=true"]}):
+        if "harness.pid" in (c.get("Labels") or {}) or c.get("Created", 0) < int(since):
+            continue
+        command = str(c.get("Command", ""))
+        if any(step in command for step in ENV_STEPS):
+            found.append(f"build container {(c.get('Names') or [c['Id']])[0].lstrip('/')} [{command[-50:]}] "
+                         f"({c.get('State')})")
+    return found
 
 
 def kinds_running(client: Any, pid: int) -> list[str]:
@@ -287,16 +347,21 @@ def one_container_trial(trial: ContainerTrial, token: str, work: Path, client: A
         proc, mcp = start_trial(trial.kind, harness_argv() + trial_args(trial.kind, out_dir),
                                 f"{token}-{trial.number}", work, err_fh)
         trial.pid = proc.pid
+        started = time.time()
         try:
             proc.wait(trial.delay)
         except subprocess.TimeoutExpired:
             trial.at_kill = kinds_running(client, proc.pid)
+            if trial.kind == "build":
+                trial.at_kill += [b for b in build_containers(client, started) if b.endswith("(running)")]
         killed_at = time.time()
         trial.killed = kill_group(proc)
     trial.phase = trial_phase(trial, err, out_dir, ready, mcp) if trial.killed \
         else f"{trial.kind}: ended before the kill (exit {proc.returncode})"
     time.sleep(check_after)   # the daemon's removal; also a create it was serving when the client died lands
     trial.left = labelled_objects(client, {trial.pid})
+    if trial.kind == "build":
+        trial.left += build_containers(client, started)
     trial.processes = marked_processes(f"{token}-{trial.number}")
     judge_departures(trial, events, killed_at)
 
@@ -308,7 +373,21 @@ def trial_phase(trial: ContainerTrial, err: Path, out_dir: Path, ready: float, m
         return exec_phase(trial.fraction, ready)
     if mcp is not None:
         return mcp.phase()
+    if trial.kind == "build":
+        return build_phase(err, trial.at_kill)
     return f"eval: containers up at the kill: {', '.join(trial.at_kill) or 'none'}"
+
+
+def build_phase(err: Path, at_kill: list[str]) -> str:
+    """Where a killed environment build was, from its progress lines and its containers at the kill."""
+    text = err.read_text(errors="replace") if err.exists() else ""
+    if "built harness-env" in text:
+        return "build: built; session or grading"
+    if any(b.startswith("build container") for b in at_kill):
+        return "build: docker build, a step container running"
+    if "building environment" in text:
+        return "build: wheelhouse, or docker build between steps"
+    return "build: before the build (imports, sandbox image check)"
 
 
 def life_of(kind: str, token: str, work: Path) -> float:
@@ -362,6 +441,7 @@ def containers(trials: int, seed: int, parallel: int, deadline: float, kinds: tu
     finally:
         events.close()
         final_cleanup(client, {t.pid for t in plan if t.pid}, token)
+        remove_built_images(client)
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -730,9 +810,21 @@ def dead_sandboxes(trials: int, seed: int, deadline: float) -> dict[str, Any]:
     return {"trials": len(done), "sandbox_unavailable_with_oom": said, "stop_reasons": dict(ended), "per_trial": done}
 
 
+def ray_trials(trials: int, seed: int, deadline: float, check_after: float) -> dict[str, Any]:
+    """`reliability_ray.ray_worker_deaths` with this file's event reader (Ray is an optional extra)."""
+    from reliability_ray import ray_worker_deaths  # noqa: PLC0415 - imports Ray, only for --only ray
+    client = client_or_default()
+    events = DockerEvents(client)
+    try:
+        return ray_worker_deaths(trials, seed, deadline, check_after, events, client)
+    finally:
+        events.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["containers", "outbound", "dead"], help="run one of the experiments")
+    parser.add_argument("--only", choices=["containers", "outbound", "dead", "ray"],
+                        help="run one of the experiments (ray: only when asked for)")
     parser.add_argument("--trials", type=int, default=200, help="trials per experiment (default 200)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the kill delays and trial mix")
     parser.add_argument("--parallel", type=int, default=2, choices=[1, 2, 3, 4],
@@ -766,6 +858,9 @@ def main() -> int:
         print()
     if args.only in (None, "dead"):
         figures["dead"] = dead_sandboxes(min(args.trials, 20), args.seed, deadline)
+        print()
+    if args.only == "ray":
+        figures["ray"] = ray_trials(min(args.trials, 20), args.seed, deadline, args.check_after)
         print()
     figures["seconds"] = time.monotonic() - started
     print(f"total {figures['seconds'] / 60:.1f} min; command: {command}")

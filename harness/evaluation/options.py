@@ -31,6 +31,10 @@ class Cancelled(Exception):
     """The run was interrupted; the instance is left unfinished (no `done` marker)."""
 
 
+class Cancelling(KeyboardInterrupt):
+    """The second stop request: the running instances are cancelled, and the run ends as interrupted."""
+
+
 class StopRequest:
     """How far the operator asked a run to stop, raised by each Ctrl-C or SIGTERM (`request`).
 

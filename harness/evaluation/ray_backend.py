@@ -15,9 +15,15 @@ Failures: a task whose worker or node dies is rerun by Ray elsewhere (`max_retri
 that raises an infrastructure error (`retry_on`, SandboxError by default). Every execution first
 signs a ledger (a small actor on the driver's node), so the result knows how many attempts it took
 and where; a rerun first reaps the containers whose owner process is gone on its own node, and the
-driver reaps on the earlier attempts' nodes that are still alive. An interrupted run cancels its
-tasks (ending their processes) and removes, on every live Docker node, the containers that carry
-`sweep_label`.
+driver reaps on the earlier attempts' nodes that are still alive.
+
+Stopping (`stop`, the batch's `StopRequest`, raised by Ctrl-C or SIGTERM on the driver): the first
+request **drains**: the ledger is closed, so an item that has not signed it never starts its job (its
+queued task is cancelled, one already on a worker returns at once), and the items that signed it run
+to their end and are handed to `on_result`. The second request, or any exception, **cancels**: every
+task not yet handed over is force-cancelled (Ray ends its worker process, and with it, through their
+lifelines, the worker's containers). Either way, the containers that carry `sweep_label` are then
+removed on every live Docker node, so nothing of the run is left running.
 """
 
 from __future__ import annotations
@@ -25,14 +31,17 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import socket
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Generic, TypeVar
 
 from harness.errors import ConfigError
+from harness.evaluation.options import Cancelling, StopRequest
 from harness.evaluation.ray_cluster import LocalCluster, is_loopback, keep_loopback
 from harness.evaluation.ray_resources import DOCKER_RESOURCE, DOCKER_SLIVER, TaskResources, check_capacity
 from sandbox.docker_client import client_or_default
@@ -43,6 +52,8 @@ X = TypeVar("X")
 R = TypeVar("R")
 
 INSTALL_LINE = "pip install 'harness[ray]'"
+POLL_SECONDS = 0.2              # how often the driver looks at the stop request while tasks run
+CANCEL_WAIT_SECONDS = 30.0      # how long a cancel waits for the cancelled tasks' workers to end
 
 
 def import_ray() -> ModuleType:
@@ -81,13 +92,19 @@ class Outcome(Generic[X, R]):
 
 
 class Ledger:
-    """Counts the executions of each item; lives in one actor on the driver's node."""
+    """Counts the executions of each item; lives in one actor on the driver's node. Once closed (a
+    drain), no execution may begin: an actor runs one call at a time, so after `close` returns, the
+    items it names are exactly those that will ever have started."""
 
     def __init__(self) -> None:
         self._attempts: dict[int, list[Execution]] = {}
+        self._closed = False
 
-    def begin(self, key: int, attempt: Execution) -> list[Execution]:
-        """Record `attempt` of item `key`; returns the attempts before it."""
+    def begin(self, key: int, attempt: Execution) -> list[Execution] | None:
+        """Record `attempt` of item `key`; returns the attempts before it, or None once closed (the
+        item must not start)."""
+        if self._closed:
+            return None
         earlier = self._attempts.setdefault(key, [])
         before = list(earlier)
         earlier.append(attempt)
@@ -96,17 +113,26 @@ class Ledger:
     def attempts(self, key: int) -> list[Execution]:
         return list(self._attempts.get(key, []))
 
+    def close(self) -> list[int]:
+        """No execution begins any more; returns the keys of the items that began."""
+        self._closed = True
+        return sorted(self._attempts)
+
 
 def reap_here() -> list[str]:
     """Remove this machine's harness containers whose owner process is gone; their names."""
     return reap(client_or_default())
 
 
-def execute(job: Callable[[X], R], item: X, key: int, ledger: Any) -> tuple[R, tuple[Execution, ...], tuple[str, ...]]:
-    """The Ray task: sign the ledger, reap what an earlier attempt left here, run the job."""
+def execute(job: Callable[[X], R], item: X, key: int,
+            ledger: Any) -> tuple[R, tuple[Execution, ...], tuple[str, ...]] | None:
+    """The Ray task: sign the ledger, reap what an earlier attempt left here, run the job; None without
+    running it when the ledger is closed (the run is draining)."""
     import ray  # noqa: PLC0415 - optional extra; this runs on a Ray worker, where it is installed
     me = Execution(node_id=ray.get_runtime_context().get_node_id(), host=socket.gethostname(), pid=os.getpid())
     before = ray.get(ledger.begin.remote(key, me))
+    if before is None:
+        return None
     reaped = tuple(reap_here()) if before else ()
     return job(item), (*before, me), reaped
 
@@ -128,12 +154,27 @@ def connection(ray: ModuleType, address: str | None) -> Iterator[None]:
             check_address(address)
             target = address
         try:
-            with keep_loopback() if is_loopback(target) else contextlib.nullcontext():
+            with keep_loopback() if is_loopback(target) else contextlib.nullcontext(), keep_sigterm():
                 ray.init(address=target, **quiet)
         except ConnectionError as exc:
             raise ConfigError(_unreachable(target, exc)) from exc
         stack.callback(ray.shutdown)
         yield
+
+
+@contextlib.contextmanager
+def keep_sigterm() -> Iterator[None]:
+    """`ray.init` sets the driver's SIGTERM handler to `sys.exit`; the handler that was there before
+    (the runner's, which asks the run to stop) is put back afterwards (main thread only, where
+    handlers live)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if before is None else before)   # None: set outside Python
 
 
 def check_address(address: str | None, timeout: float = 5.0) -> None:
@@ -157,18 +198,22 @@ def _unreachable(address: str, exc: BaseException) -> str:
 
 def run_on_ray(job: Callable[[X], R], items: Sequence[X], *, address: str | None,
                resources_per_item: TaskResources, max_retries: int, on_result: Callable[[Outcome[X, R]], None],
-               retry_on: tuple[type[BaseException], ...] = (SandboxError,), sweep_label: str | None = None) -> None:
+               retry_on: tuple[type[BaseException], ...] = (SandboxError,), sweep_label: str | None = None,
+               stop: StopRequest | None = None, on_drain: Callable[[int, int], None] | None = None) -> None:
     """Run `job(item)` for every item as Ray tasks; call `on_result` in the driver as each one ends.
 
-    `job` and the items must pickle (`job` is shipped once). Interrupting the call cancels every
-    task not yet handed to `on_result`; an exception from `on_result` does the same and propagates.
+    `job` and the items must pickle (`job` is shipped once). `stop`: drained at its first level (no
+    item starts any more, the started ones end and are handed over; `on_drain(not_started, running)`
+    is told once), cancelled at the second, as is an interrupt or an exception from `on_result`
+    (which then propagates): see the module docstring. An item that never started is not handed over.
 
     Raises:
         ConfigError: Ray is not installed, the cluster is unreachable, or no node can hold an instance.
     """
     ray = import_ray()
     with quiet_stdout(), connection(ray, address):
-        _run(ray, job, items, resources_per_item, max_retries, on_result, retry_on, sweep_label)
+        _run(ray, job, items, resources_per_item, max_retries, on_result, retry_on, sweep_label,
+             stop or StopRequest(), on_drain)
 
 
 def quiet_stdout() -> contextlib.AbstractContextManager[Any]:
@@ -179,7 +224,8 @@ def quiet_stdout() -> contextlib.AbstractContextManager[Any]:
 
 def _run(ray: ModuleType, job: Callable[[X], R], items: Sequence[X], resources_per_item: TaskResources,
          max_retries: int, on_result: Callable[[Outcome[X, R]], None],
-         retry_on: tuple[type[BaseException], ...], sweep_label: str | None) -> None:
+         retry_on: tuple[type[BaseException], ...], sweep_label: str | None, stop: StopRequest,
+         on_drain: Callable[[int, int], None] | None) -> None:
     pending: list[Any] = []
     try:
         check_capacity(ray, resources_per_item)
@@ -188,21 +234,48 @@ def _run(ray: ModuleType, job: Callable[[X], R], items: Sequence[X], resources_p
                                            **resources_per_item.ray_options())
         job_ref = ray.put(job)
         keys = {task.remote(job_ref, item, key, ledger): key for key, item in enumerate(items)}
-        pending, cleanups = list(keys), []
+        pending, cleanups, drained = list(keys), [], False
         while pending:
-            done, pending = ray.wait(pending, num_returns=1)
+            if stop.level >= StopRequest.CANCEL:
+                raise Cancelling()
+            if stop.draining and not drained:
+                drained = True
+                _drain(ray, ledger, pending, keys, on_drain)
+            done, pending = ray.wait(pending, num_returns=1, timeout=POLL_SECONDS)
             for ref in done:
                 outcome = _collect(ray, ref, items[keys[ref]], keys[ref], ledger)
-                cleanups += _reap_elsewhere(ray, outcome)
-                on_result(outcome)
+                if outcome is not None:
+                    cleanups += _reap_elsewhere(ray, outcome)
+                    on_result(outcome)
         if cleanups:
             ray.wait(cleanups, num_returns=len(cleanups), timeout=60)
     except BaseException:
-        for ref in pending:
-            ray.cancel(ref, force=True)
+        _cancel(ray, pending)
         if sweep_label:
             _sweep(ray, sweep_label)
         raise
+    if stop.draining and sweep_label:
+        _sweep(ray, sweep_label)     # none is expected: each worker's sandboxes went with their instance
+
+
+def _drain(ray: ModuleType, ledger: Any, pending: list[Any], keys: dict[Any, int],
+           on_drain: Callable[[int, int], None] | None) -> None:
+    """Close the ledger and cancel the queued tasks of the items that never began (a task already on a
+    worker returns at once: the ledger refuses it); the begun ones run on."""
+    began = set(ray.get(ledger.close.remote()))
+    waiting = [ref for ref in pending if keys[ref] not in began]
+    for ref in waiting:
+        ray.cancel(ref, force=False)
+    if on_drain is not None:
+        on_drain(len(waiting), len(pending) - len(waiting))
+
+
+def _cancel(ray: ModuleType, pending: list[Any]) -> None:
+    """Force-cancel `pending` (Ray ends their workers) and wait a while for them to be over."""
+    for ref in pending:
+        ray.cancel(ref, force=True)
+    if pending:
+        ray.wait(pending, num_returns=len(pending), timeout=CANCEL_WAIT_SECONDS)
 
 
 def remove_labelled(label: str) -> list[str]:
@@ -229,11 +302,17 @@ def _ledger(ray: ModuleType) -> Any:
     return ray.remote(Ledger).options(num_cpus=0, scheduling_strategy=here).remote()
 
 
-def _collect(ray: ModuleType, ref: Any, item: X, key: int, ledger: Any) -> Outcome[X, Any]:
-    from ray.exceptions import RayError, RayTaskError  # noqa: PLC0415 - optional extra, as `ray` is
+def _collect(ray: ModuleType, ref: Any, item: X, key: int, ledger: Any) -> Outcome[X, Any] | None:
+    """The item's outcome; None when it never started (refused by a closed ledger, or cancelled queued)."""
+    from ray.exceptions import RayError, RayTaskError, TaskCancelledError  # noqa: PLC0415 - optional extra, as `ray` is
     try:
-        result, attempts, reaped = ray.get(ref)
+        returned = ray.get(ref)
+        if returned is None:
+            return None
+        result, attempts, reaped = returned
         return Outcome(item, result, None, attempts, reaped)
+    except TaskCancelledError:        # only a drain cancels a task and then collects it
+        return None
     except RayTaskError as exc:       # the job raised, on its last allowed attempt
         cause = exc.cause if exc.cause is not None else exc
         error = f"{type(cause).__name__}: {cause}"

@@ -7,7 +7,7 @@ instances to a backend (`backends.local.ThreadPoolBackend` or `backends.ray.RayB
 records it. Every container carries the label ``harness.eval=<run id>``; an interrupted run removes
 all of them.
 
-Ctrl-C and SIGTERM (`stop_signals`, local backend, main thread): the first drains the run (no
+Ctrl-C and SIGTERM (`stop_signals`, either backend, main thread): the first drains the run (no
 instance starts, the running ones finish), the second cancels the running ones; the run then ends
 with `KeyboardInterrupt` after writing the outputs of what finished (`backends.local`). A resumed run
 keeps every instance whose `done` record is whole and reruns the others from scratch, so no instance
@@ -61,7 +61,7 @@ def run_evaluation(tasks: list[Task], options: EvalOptions, config: Config, secr
     events.begin(len(ids), {i: r for i, r in records.items()}, len(pending))
     batch = Batch(stages, out, model_name, ids, records, run_id)
     try:
-        with stop_signals(batch.stop, enabled=options.backend == "local"):
+        with stop_signals(batch.stop):
             backend(options).evaluate(pending, batch)
     finally:
         stages.close()

@@ -15,6 +15,7 @@ import pytest
 import ray.cloudpickle
 
 from harness.errors import ConfigError
+from harness.evaluation.options import Cancelling, StopRequest
 from harness.evaluation.ray_backend import Outcome, import_ray, run_on_ray
 from harness.evaluation.ray_cluster import LocalCluster, RayNode, _tree
 from harness.evaluation.ray_resources import TaskResources, check_capacity, parse_size
@@ -39,6 +40,14 @@ def holds_a_sandbox(item: tuple[str, str, str]) -> str:
     with DockerSandbox(spec):
         (Path(marks) / f"{name}.{os.getpid()}").write_text("")
         time.sleep(8)
+    return name
+
+
+def sleeps_marked(item: tuple[str, float, str]) -> str:
+    """Say it started (a file in `marks`), then sleep."""
+    name, seconds, marks = item
+    (Path(marks) / name).write_text("")
+    time.sleep(seconds)
     return name
 
 
@@ -164,3 +173,46 @@ def test_resources_per_instance_derive_from_the_sandbox_limits() -> None:
 
 def test_import_ray_returns_ray_when_installed() -> None:
     assert import_ray() is ray
+
+
+def _stop_once_started(marks: Path, count: int, stop: StopRequest, requests: int) -> threading.Thread:
+    def watch() -> None:
+        deadline = time.monotonic() + 120
+        while len(list(marks.iterdir())) < count and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for _ in range(requests):
+            stop.request()
+    thread = threading.Thread(target=watch)
+    thread.start()
+    return thread
+
+
+def test_a_drain_lets_the_started_items_end_and_starts_no_other(ray_cluster: LocalCluster, ray_worker: RayNode,
+                                                                tmp_path: Path) -> None:
+    items = [(f"item-{n}", 4.0, str(tmp_path)) for n in range(5)]
+    stop = StopRequest()
+    told: list[tuple[int, ...]] = []
+    arrived: list[Outcome[Any, Any]] = []
+    watcher = _stop_once_started(tmp_path, 2, stop, requests=1)
+    run_on_ray(sleeps_marked, items, address=ray_cluster.address, resources_per_item=SMALL, max_retries=1,
+               on_result=arrived.append, stop=stop, on_drain=lambda *counts: told.append(counts))
+    watcher.join()
+    started = sorted(p.name for p in tmp_path.iterdir())
+    assert len(started) == 2                     # two nodes of one CPU: two items ran, the other three never did
+    assert sorted(str(o.result) for o in arrived) == started
+    assert all(o.error is None and o.infra_retries == 0 for o in arrived)
+    assert told == [(3, 2)]
+
+
+def test_a_second_stop_request_cancels_the_started_items(ray_cluster: LocalCluster, ray_worker: RayNode,
+                                                         tmp_path: Path) -> None:
+    items = [(f"item-{n}", 30.0, str(tmp_path)) for n in range(3)]
+    stop = StopRequest()
+    arrived: list[Outcome[Any, Any]] = []
+    watcher = _stop_once_started(tmp_path, 2, stop, requests=2)
+    started = time.monotonic()
+    with pytest.raises(Cancelling):
+        run_on_ray(sleeps_marked, items, address=ray_cluster.address, resources_per_item=SMALL, max_retries=1,
+                   on_result=arrived.append, stop=stop)
+    watcher.join()
+    assert arrived == [] and time.monotonic() - started < 30

@@ -139,7 +139,7 @@ def test_a_ray_address_without_backend_ray_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
-def test_ctrl_c_cancels_the_ray_tasks_and_removes_their_containers_on_the_nodes(
+def test_a_second_ctrl_c_cancels_the_ray_tasks_and_removes_their_containers_on_the_nodes(
         ray_cluster: LocalCluster, ray_worker: RayNode, docker_client: Any, tmp_path: Path) -> None:
     mark = f"harness.raytest={uuid.uuid4().hex[:8]}"
     proc = _eval(tmp_path / "out", "--backend", "ray", "--ray-address", ray_cluster.address, "--label", mark)
@@ -149,6 +149,8 @@ def test_ctrl_c_cancels_the_ray_tasks_and_removes_their_containers_on_the_nodes(
         running = docker_client.api.containers(filters={"label": mark})
         time.sleep(0.2)
     assert running, "no instance container started"
+    proc.send_signal(signal.SIGINT)        # the first drains (tests/ray/test_ray_stop.py), the second cancels
+    time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     rc, _, err = _finish(proc, timeout=120)
     assert rc == 130

@@ -23,16 +23,12 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from harness.core.task import Task
 from harness.evaluation.backends import Batch
 from harness.evaluation.one_instance import evaluate_instance
-from harness.evaluation.options import RUN_LABEL, StopRequest
+from harness.evaluation.options import RUN_LABEL, Cancelling, StopRequest
 from harness.evaluation.report import DONE, InstanceRecord, instance_dir
 from sandbox.docker_client import client_or_default
 from sandbox.reaper import remove_containers
 
 POLL_SECONDS = 0.2
-
-
-class Cancelling(KeyboardInterrupt):
-    """The second stop request: the running instances are cancelled, and the run ends as interrupted."""
 
 
 class ThreadPoolBackend:
@@ -110,3 +106,9 @@ def _wait_for_workers(pool: ThreadPoolExecutor, timeout: float) -> None:
 def _remove_run_containers(run_id: str) -> int:
     """Remove every container of the run `run_id` (running or not); returns how many."""
     return len(remove_containers(client_or_default(), [f"{RUN_LABEL}={run_id}"]))
+
+
+def finish_instance(record: InstanceRecord, batch: Batch) -> None:
+    """Record a finished instance as this backend does: an infrastructure error after a stop is not
+    recorded (`--resume` reruns it). The Ray backend records its instances through it too."""
+    _finish(record, batch)

@@ -9,6 +9,13 @@ same, and a driver that dies loses nothing already received.
 
 A node on another machine than the driver fetches the task's files from the driver through a small
 actor on the driver's node, which serves only the runner's task directories.
+
+Ctrl-C and SIGTERM on the driver act as with the local backend, through the same `StopRequest` and
+record keeping (`backends.local`): the first drains (no instance starts any more, the running ones
+finish, are shipped back and recorded), the second cancels the running ones (their Ray workers end,
+and their containers with them); an instance that fails after the stop is not recorded. Then the
+run's containers are removed on every live node and `KeyboardInterrupt` is raised, and `--resume`
+reruns exactly the instances without a `done` marker (`ray_backend.run_on_ray`).
 """
 
 from __future__ import annotations
@@ -27,9 +34,10 @@ from harness import checks
 from harness.config import Config, Secrets
 from harness.core.task import Task
 from harness.evaluation.backends import Batch
+from harness.evaluation.backends.local import finish_instance
 from harness.evaluation.instance_files import Prediction
 from harness.evaluation.one_instance import evaluate_instance
-from harness.evaluation.options import RUN_LABEL, EvalOptions
+from harness.evaluation.options import RUN_LABEL, EvalOptions, StopRequest
 from harness.evaluation.progress import SilentEvents
 from harness.evaluation.ray_backend import Outcome, connection, import_ray, quiet_stdout, run_on_ray
 from harness.evaluation.ray_resources import TaskResources
@@ -105,31 +113,44 @@ class RayBackend:
         self.address = address
 
     def evaluate(self, pending: list[Task], batch: Batch) -> None:
+        def draining(dropped: int, running: int) -> None:
+            batch.stages.events.message(
+                f"stopping: {dropped} instance(s) will not start; waiting for the {running} running to "
+                "finish (Ctrl-C or SIGTERM again cancels them)")
+
         try:
-            evaluate_on_ray(pending, batch.stages, batch.out, batch.model_name, batch.finish, address=self.address)
+            evaluate_on_ray(pending, batch.stages, batch.out, batch.model_name, lambda r: finish_instance(r, batch),
+                            address=self.address, stop=batch.stop, on_drain=draining)
         except KeyboardInterrupt:
             batch.report()
             batch.stages.events.message(f"stopped: the run's Ray tasks were cancelled and their containers "
                                         f"removed; finished instances are kept in {batch.out}, rerun with "
                                         "--resume to continue")
             raise
+        if batch.stop.draining:
+            batch.report()
+            batch.stages.events.message(f"stopped: the running instances finished; the others are left for "
+                                        f"--resume (finished instances are kept in {batch.out})")
+            raise KeyboardInterrupt("stopped")
 
 
 def evaluate_on_ray(tasks: list[Task], stages: Stages, out: Path, model_name: str,
                     on_record: Callable[[InstanceRecord], None], *, address: str | None,
-                    max_retries: int = MAX_RETRIES, ship: bool | None = None) -> None:
+                    max_retries: int = MAX_RETRIES, ship: bool | None = None, stop: StopRequest | None = None,
+                    on_drain: Callable[[int, int], None] | None = None) -> None:
     """Evaluate `tasks` as Ray tasks; `on_record` gets each record once its folder is in `out`.
 
     `stages`: the run's `Stages` (its config, secrets, options, labels and predictions are sent).
+    `stop`, `on_drain`: as for `run_on_ray`.
     """
     ray = import_ray()
     with quiet_stdout(), connection(ray, address):
-        _evaluate(ray, tasks, stages, out, model_name, on_record, address, max_retries, ship)
+        _evaluate(ray, tasks, stages, out, model_name, on_record, address, max_retries, ship, stop, on_drain)
 
 
 def _evaluate(ray: Any, tasks: list[Task], stages: Stages, out: Path, model_name: str,
               on_record: Callable[[InstanceRecord], None], address: str | None, max_retries: int,
-              ship: bool | None) -> None:
+              ship: bool | None, stop: StopRequest | None, on_drain: Callable[[int, int], None] | None) -> None:
     job = RemoteInstance(stages.config, stages.secrets, stages.options, dict(stages.labels), model_name,
                          stages.predictions, socket.gethostname(), _task_files(ray, tasks), ship)
 
@@ -138,7 +159,7 @@ def _evaluate(ray: Any, tasks: list[Task], stages: Stages, out: Path, model_name
 
     run_on_ray(job, tasks, address=address, max_retries=max_retries, on_result=arrived,
                resources_per_item=TaskResources.from_limits(stages.config.sandbox.limits),
-               sweep_label=f"{RUN_LABEL}={stages.labels[RUN_LABEL]}")
+               sweep_label=f"{RUN_LABEL}={stages.labels[RUN_LABEL]}", stop=stop, on_drain=on_drain)
 
 
 def _task_files(ray: Any, tasks: list[Task]) -> Any:
