@@ -60,7 +60,11 @@ VARIANTS = {"rrf chunk": Stages(fusion="chunk"), "rrf chunk w=.5": Stages(fusion
             "file all w=.5": Stages(fusion="file", dense_weight=0.5),
             "file 1 w=.5": Stages(fusion="file", per_file=1, dense_weight=0.5),
             "slots": Stages(fusion="slots"), "slots w=.5": Stages(fusion="slots", dense_weight=0.5),
-            "slots c=20": Stages(fusion="slots", rrf_c=20)}
+            "slots c=20": Stages(fusion="slots", rrf_c=20), "slots w=.25": Stages(fusion="slots", dense_weight=0.25),
+            "slots in=.5": Stages(fusion="slots", inside_dense=0.5),
+            "slots in=1": Stages(fusion="slots", inside_dense=1),
+            "slots w=.5 in=.5": Stages(fusion="slots", dense_weight=0.5, inside_dense=0.5),
+            "slots w=.5 in=.25": Stages(fusion="slots", dense_weight=0.5, inside_dense=0.25)}
 
 
 @dataclass

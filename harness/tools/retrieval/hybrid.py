@@ -48,6 +48,7 @@ class Stages:
     fusion: Fusion = "slots"
     per_file: int = 0          # file fusion: chunks of a file listed before the next file's (0: all)
     dense_weight: float = 1.0  # the dense list's weight in the fusion
+    inside_dense: float = 0.0  # slots and file: the dense list's weight in the order within a file (0: BM25's)
 
 
 @dataclass(frozen=True)
@@ -93,15 +94,26 @@ def fuse(index: CodeIndex, lists: dict[str, Ranked], stages: Stages) -> Ranked:
     if stages.fusion == "chunk":
         return rrf([bm25[:POOL], dense], stages.rrf_c, weights)
     if stages.fusion == "slots":
-        return _slots(index, rrf([bm25[:POOL], dense], stages.rrf_c, weights), _inside(index, bm25, dense))
+        fused = rrf([bm25[:POOL], dense], stages.rrf_c, weights)
+        return _slots(index, fused, _inside(index, bm25, dense, stages))
     return _by_file(index, bm25, dense, stages, weights)
 
 
-def _inside(index: CodeIndex, bm25: list[int], dense: list[int]) -> dict[str, list[int]]:
-    """path -> its chunks in BM25's order, then those only the dense list holds, in its order."""
+def _inside(index: CodeIndex, bm25: list[int], dense: list[int], stages: Stages) -> dict[str, list[int]]:
+    """path -> its chunks in BM25's order, then those only the dense list holds, in its order; with
+    `inside_dense`, the two orders within the file fused (the dense one by that weight)."""
     inside: dict[str, list[int]] = {}
     for cid in dict.fromkeys(bm25 + dense):
         inside.setdefault(index.chunks[cid].path, []).append(cid)
+    if stages.inside_dense > 0:
+        mine: dict[str, list[int]] = {}
+        lexical_ids = set(bm25)
+        for cid in dense:
+            mine.setdefault(index.chunks[cid].path, []).append(cid)
+        for path, ids in inside.items():
+            lexical = [cid for cid in ids if cid in lexical_ids] if path in mine else ids
+            inside[path] = [cid for cid, _ in rrf([lexical, mine.get(path, [])], stages.rrf_c,
+                                                  (1.0, stages.inside_dense))]
     return inside
 
 
@@ -123,7 +135,7 @@ def _by_file(index: CodeIndex, bm25: list[int], dense: list[int], stages: Stages
     """The file fusion: files by the RRF of the two file rankings; within a file BM25's order, then
     the chunks only the dense list holds; `per_file` chunks of each file a round."""
     files = rrf([_files(index, bm25[:POOL]), _files(index, dense)], stages.rrf_c, weights)
-    inside = _inside(index, bm25, dense)
+    inside = _inside(index, bm25, dense, stages)
     if not inside:
         return []
     if stages.per_file <= 0:
