@@ -51,7 +51,7 @@ class ToolsConfig:
     lint_python: bool = True      # refuse Python edits that add pyflakes errors
     prewarm_index: bool = True    # analyse the project for find_code from the host's copy while a session starts
     find_code_bm25: bool = True   # find_code's lexical retriever (BM25)
-    find_code_dense: bool = False  # its dense retriever (needs harness[retrieval]); off: docs/tools.md, chunk recall
+    find_code_dense: bool = True  # its dense retriever (needs harness[retrieval]; without it BM25 alone, saying so)
     find_code_rerank: bool = False  # re-read the fused top 10 with the whole chunk (docs/tools.md: did not pay)
     find_code_rrf_c: int = 60     # c of reciprocal rank fusion: sum of 1 / (c + rank)
     find_code_fusion: str = "slots"  # slots | file | chunk: how the two lists are fused (docs/tools.md)

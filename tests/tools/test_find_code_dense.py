@@ -46,8 +46,9 @@ def test_the_first_answer_is_bm25_while_the_dense_half_is_built_then_the_hybrid(
     assert "found by dense #1)" in later.split("\n")[1]
 
 
-def test_dense_off_by_default_answers_by_bm25_alone(local_box: LocalRuntime) -> None:
-    agent = _agent(local_box)
+def test_dense_switched_off_answers_by_bm25_alone(local_box: LocalRuntime) -> None:
+    assert ToolsConfig().find_code_dense is True       # on by default
+    agent = _agent(local_box, find_code_dense=False)
     _put_project(agent)
     out = agent.ok("find_code", query="shrink picture", k=3)
     assert "(BM25; index:" in out.split("\n")[0] and "still being built" not in out and "dense" not in out
