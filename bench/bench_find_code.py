@@ -7,10 +7,12 @@ indexes it (the same files and chunks), the query is the problem statement, and 
 are what the gold patch touches: the files it modifies (file level) and the chunks whose line span
 holds a changed line (chunk level). A file ranking is the order in which files first appear in the
 chunk ranking. Printed per repository and overall: file-level recall@1/5/10, MRR and nDCG@10,
-chunk-level recall@5/10 and MRR; the cost (embedding, first answer cold and warm, memory).
+chunk-level recall@5/10 and MRR; the cost (embedding, first answer cold and warm, memory). `hybrid`
+is the default fusion (`hybrid.Stages()`); the other fusions (`VARIANTS`) are measured beside it from
+the same two retrieved lists, and `--lists` saves those lists for `bench_find_code_fusions.py`.
 
     .venv/bin/python bench/bench_find_code.py [--instances FILE ...] [--repos DIR] [--per-repo 7]
-        [--repo sympy/sympy ...] [--json OUT.json] [--cache PATH] [--rrf-c 10 100]
+        [--repo sympy/sympy ...] [--json OUT.json] [--cache PATH] [--rrf-c 10 100] [--lists OUT.jsonl]
 
 Embeddings go to the machine's cache (or `--cache`): a second run embeds nothing it has seen.
 """
@@ -55,12 +57,14 @@ DEPTH = 100          # chunks each ranker returns for the metrics
 # the fusions measured beside the default one (`hybrid`), all from the same two retrieved lists
 VARIANTS = {"rrf chunk": Stages(fusion="chunk"), "rrf chunk w=.5": Stages(fusion="chunk", dense_weight=0.5),
             "rrf chunk w=.25": Stages(fusion="chunk", dense_weight=0.25),
+            "rrf chunk c=20": Stages(fusion="chunk", rrf_c=20),
             "file all": Stages(fusion="file", per_file=0), "file 1": Stages(fusion="file", per_file=1),
             "file 2": Stages(fusion="file", per_file=2), "file 3": Stages(fusion="file", per_file=3),
             "file all w=.5": Stages(fusion="file", dense_weight=0.5),
             "file 1 w=.5": Stages(fusion="file", per_file=1, dense_weight=0.5),
             "slots": Stages(fusion="slots"), "slots w=.5": Stages(fusion="slots", dense_weight=0.5),
-            "slots c=20": Stages(fusion="slots", rrf_c=20), "slots w=.25": Stages(fusion="slots", dense_weight=0.25),
+            "slots c=20": Stages(fusion="slots", rrf_c=20), "slots c=10": Stages(fusion="slots", rrf_c=10),
+            "slots w=.25": Stages(fusion="slots", dense_weight=0.25),
             "slots in=.5": Stages(fusion="slots", inside_dense=0.5),
             "slots in=1": Stages(fusion="slots", inside_dense=1),
             "slots w=.5 in=.5": Stages(fusion="slots", dense_weight=0.5, inside_dense=0.5),
