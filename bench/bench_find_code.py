@@ -54,21 +54,20 @@ RANKERS = ("grep", "bm25", "dense", "hybrid", "hybrid+rerank")
 FILE_METRICS = ("recall@1", "recall@5", "recall@10", "mrr", "ndcg@10")
 CHUNK_METRICS = ("recall@5", "recall@10", "mrr")
 DEPTH = 100          # chunks each ranker returns for the metrics
-# the fusions measured beside the default one (`hybrid`), all from the same two retrieved lists
-VARIANTS = {"rrf chunk": Stages(fusion="chunk"), "rrf chunk w=.5": Stages(fusion="chunk", dense_weight=0.5),
-            "rrf chunk w=.25": Stages(fusion="chunk", dense_weight=0.25),
-            "rrf chunk c=20": Stages(fusion="chunk", rrf_c=20),
-            "file all": Stages(fusion="file", per_file=0), "file 1": Stages(fusion="file", per_file=1),
-            "file 2": Stages(fusion="file", per_file=2), "file 3": Stages(fusion="file", per_file=3),
-            "file all w=.5": Stages(fusion="file", dense_weight=0.5),
-            "file 1 w=.5": Stages(fusion="file", per_file=1, dense_weight=0.5),
-            "slots": Stages(fusion="slots"), "slots w=.5": Stages(fusion="slots", dense_weight=0.5),
-            "slots c=20": Stages(fusion="slots", rrf_c=20), "slots c=10": Stages(fusion="slots", rrf_c=10),
-            "slots w=.25": Stages(fusion="slots", dense_weight=0.25),
-            "slots in=.5": Stages(fusion="slots", inside_dense=0.5),
-            "slots in=1": Stages(fusion="slots", inside_dense=1),
-            "slots w=.5 in=.5": Stages(fusion="slots", dense_weight=0.5, inside_dense=0.5),
-            "slots w=.5 in=.25": Stages(fusion="slots", dense_weight=0.5, inside_dense=0.25)}
+# the fusions measured beside the default one (`hybrid`), all from the same two retrieved lists (c = 60
+# unless named; w: the dense list's weight; in: its weight within a file)
+VARIANTS = {name: Stages(fusion=fusion, rrf_c=c, dense_weight=w, per_file=per_file, inside_dense=inside)
+            for name, fusion, c, w, per_file, inside in (
+                ("rrf chunk", "chunk", 60, 1.0, 0, 0.0), ("rrf chunk w=.5", "chunk", 60, 0.5, 0, 0.0),
+                ("rrf chunk w=.25", "chunk", 60, 0.25, 0, 0.0), ("rrf chunk c=20", "chunk", 20, 1.0, 0, 0.0),
+                ("file all", "file", 60, 1.0, 0, 0.0), ("file 1", "file", 60, 1.0, 1, 0.0),
+                ("file 2", "file", 60, 1.0, 2, 0.0), ("file 3", "file", 60, 1.0, 3, 0.0),
+                ("file all w=.5", "file", 60, 0.5, 0, 0.0), ("file 1 w=.5", "file", 60, 0.5, 1, 0.0),
+                ("slots", "slots", 60, 1.0, 0, 0.0), ("slots w=.5", "slots", 60, 0.5, 0, 0.0),
+                ("slots c=20", "slots", 20, 1.0, 0, 0.0), ("slots c=10", "slots", 10, 1.0, 0, 0.0),
+                ("slots w=.25", "slots", 60, 0.25, 0, 0.0), ("slots in=.5", "slots", 60, 1.0, 0, 0.5),
+                ("slots in=1", "slots", 60, 1.0, 0, 1.0), ("slots w=.5 in=.5", "slots", 60, 0.5, 0, 0.5),
+                ("slots w=.5 in=.25", "slots", 60, 0.5, 0, 0.25))}
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """`find_code`'s ranking: BM25 and the dense retriever, fused by reciprocal rank fusion, then an
 optional re-read of the best candidates.
 
-RRF(d) = sum over the retrievers of w / (c + rank(d)), c = 60 by default, w = 1 for BM25 and
+RRF(d) = sum over the retrievers of w / (c + rank(d)), c = 10 by default, w = 1 for BM25 and
 `dense_weight` for the dense list: it uses the ranks alone, since a BM25 score and a cosine
 similarity are not on one scale. Two fusions (`Stages.fusion`):
 
@@ -44,7 +44,7 @@ class Stages:
     bm25: bool = True
     dense: bool = True
     rerank: bool = False
-    rrf_c: int = 60
+    rrf_c: int = 10            # ToolsConfig.find_code_rrf_c
     fusion: Fusion = "slots"
     per_file: int = 0          # file fusion: chunks of a file listed before the next file's (0: all)
     dense_weight: float = 1.0  # the dense list's weight in the fusion

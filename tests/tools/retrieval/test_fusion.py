@@ -49,7 +49,7 @@ def test_the_file_fusion_lists_files_by_their_fused_rank_and_per_file_chunks_a_r
     assert _names(index, fuse(index, lists, Stages(fusion="file"))) == ["alpha_one", "alpha_two", "beta"]
     assert _names(index, fuse(index, lists, Stages(fusion="file", per_file=1))) == ["alpha_one", "beta", "alpha_two"]
     # a lower weight of the dense list: b.py, dense's first, no longer ties with a.py
-    weighted = fuse(index, lists, Stages(fusion="file", dense_weight=0.5))
+    weighted = fuse(index, lists, Stages(fusion="file", dense_weight=0.5, rrf_c=60))
     assert _names(index, weighted) == ["alpha_one", "alpha_two", "beta"]
     assert weighted[0][1] == pytest.approx(1 / 61 + 0.5 / 62)
 
