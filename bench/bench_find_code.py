@@ -7,10 +7,12 @@ indexes it (the same files and chunks), the query is the problem statement, and 
 are what the gold patch touches: the files it modifies (file level) and the chunks whose line span
 holds a changed line (chunk level). A file ranking is the order in which files first appear in the
 chunk ranking. Printed per repository and overall: file-level recall@1/5/10, MRR and nDCG@10,
-chunk-level recall@5/10 and MRR; the cost (embedding, first answer cold and warm, memory).
+chunk-level recall@5/10 and MRR; the cost (embedding, first answer cold and warm, memory). `hybrid`
+is the default fusion (`hybrid.Stages()`); the other fusions (`VARIANTS`) are measured beside it from
+the same two retrieved lists, and `--lists` saves those lists for `bench_find_code_fusions.py`.
 
     .venv/bin/python bench/bench_find_code.py [--instances FILE ...] [--repos DIR] [--per-repo 7]
-        [--repo sympy/sympy ...] [--json OUT.json] [--cache PATH] [--rrf-c 10 100]
+        [--repo sympy/sympy ...] [--json OUT.json] [--cache PATH] [--rrf-c 10 100] [--lists OUT.jsonl]
 
 Embeddings go to the machine's cache (or `--cache`): a second run embeds nothing it has seen.
 """
@@ -45,13 +47,27 @@ from harness.tools.retrieval.chunks import STOP, Chunk  # noqa: E402
 from harness.tools.retrieval.code_index import CodeIndex, rank_files  # noqa: E402
 from harness.tools.retrieval.dense import DenseIndex  # noqa: E402
 from harness.tools.retrieval.find_code import EXTENSIONS, SKIP_DIRS  # noqa: E402
-from harness.tools.retrieval.hybrid import Stages, rank  # noqa: E402
+from harness.tools.retrieval.hybrid import Stages, hits_of, rank, retrieve  # noqa: E402
 from harness.tools.retrieval.prewarm import indexable  # noqa: E402
 
 RANKERS = ("grep", "bm25", "dense", "hybrid", "hybrid+rerank")
 FILE_METRICS = ("recall@1", "recall@5", "recall@10", "mrr", "ndcg@10")
 CHUNK_METRICS = ("recall@5", "recall@10", "mrr")
 DEPTH = 100          # chunks each ranker returns for the metrics
+# the fusions measured beside the default one (`hybrid`), all from the same two retrieved lists (c = 60
+# unless named; w: the dense list's weight; in: its weight within a file)
+VARIANTS = {name: Stages(fusion=fusion, rrf_c=c, dense_weight=w, per_file=per_file, inside_dense=inside)
+            for name, fusion, c, w, per_file, inside in (
+                ("rrf chunk", "chunk", 60, 1.0, 0, 0.0), ("rrf chunk w=.5", "chunk", 60, 0.5, 0, 0.0),
+                ("rrf chunk w=.25", "chunk", 60, 0.25, 0, 0.0), ("rrf chunk c=20", "chunk", 20, 1.0, 0, 0.0),
+                ("file all", "file", 60, 1.0, 0, 0.0), ("file 1", "file", 60, 1.0, 1, 0.0),
+                ("file 2", "file", 60, 1.0, 2, 0.0), ("file 3", "file", 60, 1.0, 3, 0.0),
+                ("file all w=.5", "file", 60, 0.5, 0, 0.0), ("file 1 w=.5", "file", 60, 0.5, 1, 0.0),
+                ("slots", "slots", 60, 1.0, 0, 0.0), ("slots w=.5", "slots", 60, 0.5, 0, 0.0),
+                ("slots c=20", "slots", 20, 1.0, 0, 0.0), ("slots c=10", "slots", 10, 1.0, 0, 0.0),
+                ("slots w=.25", "slots", 60, 0.25, 0, 0.0), ("slots in=.5", "slots", 60, 1.0, 0, 0.5),
+                ("slots in=1", "slots", 60, 1.0, 0, 1.0), ("slots w=.5 in=.5", "slots", 60, 0.5, 0, 0.5),
+                ("slots w=.5 in=.25", "slots", 60, 0.5, 0, 0.25))}
 
 
 @dataclass
@@ -161,8 +177,8 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_case(case: Case, cache: ChunkCache, cost: dict[str, Any],
-             more_c: tuple[int, ...] = ()) -> dict[str, tuple[list[str], list[Chunk]]]:
+def run_case(case: Case, cache: ChunkCache, cost: dict[str, Any], more_c: tuple[int, ...] = (),
+             lists_out: Path | None = None) -> dict[str, tuple[list[str], list[Chunk]]]:
     index = CodeIndex(cache=cache)
     fps = {p: hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest() for p, t in case.files.items()}
     started = time.perf_counter()
@@ -180,17 +196,43 @@ def run_case(case: Case, cache: ChunkCache, cost: dict[str, Any],
     grep = grep_rank(case, index)
     out["grep"] = (rank_files((c, 0.0) for c in grep), grep)
     stages = {"bm25": Stages(dense=False), "dense": Stages(bm25=False), "hybrid": Stages(),
-              "hybrid+rerank": Stages(rerank=True), **{f"hybrid c={c}": Stages(rrf_c=c) for c in more_c}}
-    for name, stage in stages.items():
+              "hybrid+rerank": Stages(rerank=True), **VARIANTS, **{f"hybrid c={c}": Stages(rrf_c=c) for c in more_c}}
+    lists: dict[str, list[tuple[int, float]]] = {}
+    retrieved = 0.0
+    for name, stage in stages.items():      # the fusions after the dense ranker (it loads the model)
+        if stage.bm25 and stage.dense and not lists:
+            started = time.perf_counter()
+            lists = retrieve(index, dense, case.query, DEPTH, Stages(fusion="file"))     # the deepest lists
+            retrieved = time.perf_counter() - started
         started = time.perf_counter()
-        hits = rank(index, dense if stage.dense else None, case.query, DEPTH, stage, texts_of(case))
-        cost["query_seconds"][name].append(time.perf_counter() - started)
+        if stage.bm25 and stage.dense:      # a fusion: of the lists retrieved once
+            hits = hits_of(index, case.query, lists, DEPTH, stage, texts_of(case))
+            cost["query_seconds"][name].append(time.perf_counter() - started + retrieved)
+        else:
+            hits = rank(index, dense if stage.dense else None, case.query, DEPTH, stage, texts_of(case))
+            cost["query_seconds"][name].append(time.perf_counter() - started)
         chunks = [h.chunk for h in hits]
         out[name] = (rank_files((c, 0.0) for c in chunks), chunks)
     if case.repo == "django/django" and "django" not in cost:
         cost["django"] = django_cost(case, index, dense)
     cost["instances"][-1]["gold_chunks"] = sum(1 for c in index.chunks.values() if relevant(c, case))
+    if lists_out is not None:
+        dump_lists(lists_out, case, index, lists, cost["instances"][-1]["gold_chunks"])
     return out
+
+
+def dump_lists(path: Path, case: Case, index: CodeIndex, lists: dict[str, list[tuple[int, float]]],
+               gold_chunks: int) -> None:
+    """One JSON line: the two retrieved lists of `case` and what a fusion and the metrics need of them
+    (`bench_find_code_fusions.py` measures other fusions from these without the trees or the model)."""
+    ids = {cid for found in lists.values() for cid, _ in found}
+    chunks = {cid: [index.chunks[cid].path, index.chunks[cid].start, index.chunks[cid].end,
+                    index.chunks[cid].kind, index.chunks[cid].name] for cid in ids}
+    row = {"instance": case.iid, "repo": case.repo, "gold_files": sorted(case.gold_files),
+           "gold_lines": {p: sorted(n) for p, n in case.gold_lines.items()}, "gold_chunks": gold_chunks,
+           "lists": lists, "chunks": chunks}
+    with path.open("a") as handle:
+        handle.write(json.dumps(row) + "\n")
 
 
 def django_cost(case: Case, index: CodeIndex, dense: DenseIndex, rounds: int = 5) -> dict[str, Any]:
@@ -241,8 +283,11 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--cache", type=Path, default=None)
     parser.add_argument("--rrf-c", type=int, nargs="*", default=[], help="also the hybrid with these c")
+    parser.add_argument("--lists", type=Path, default=None,
+                        help="append each row's two retrieved lists to this JSON-lines file "
+                             "(bench_find_code_fusions.py measures other fusions from it)")
     args = parser.parse_args()
-    rankers = RANKERS + tuple(f"hybrid c={c}" for c in args.rrf_c)
+    rankers = RANKERS + tuple(VARIANTS) + tuple(f"hybrid c={c}" for c in args.rrf_c)
     instances = args.instances or [swebench_path("lite-test.jsonl"), swebench_path("lite-dev.jsonl")]
     repos = args.repos or swebench_path("repos")
     taken: dict[str, int] = defaultdict(int)
@@ -270,7 +315,7 @@ def main() -> int:
         if not case.gold_files:
             print(f"  {case.iid}: the gold patch modifies no indexed file; skipped")
             continue
-        ranked = run_case(case, cache, cost, tuple(args.rrf_c))
+        ranked = run_case(case, cache, cost, tuple(args.rrf_c), args.lists)
         spent = cost["instances"][-1]
         line = []
         for name, (files, chunks) in ranked.items():
@@ -280,9 +325,9 @@ def main() -> int:
             results["chunk"][name].append(cm)
             per_repo[case.repo]["file"][name].append(fm)
             per_repo[case.repo]["chunk"][name].append(cm)
-            line.append(f"{name} {fm['recall@5']:.2f}/{fm['mrr']:.2f}")
+            line.append(f"{name} {fm['recall@5']:.2f}/{fm['mrr']:.2f}/{cm['recall@5']:.2f}")
         print(f"  {case.iid}: {spent['chunks']} chunks, embedded {spent['embedded']} in {spent['embed_seconds']} s; "
-              f"file R@5/MRR: " + ", ".join(line), flush=True)
+              f"file R@5/MRR/chunk R@5: " + ", ".join(line), flush=True)
         if args.json:       # after each instance: a run stopped early keeps its figures
             args.json.write_text(json.dumps(summarise(results, per_repo, cost, rankers), indent=2))
     report = summarise(results, per_repo, cost, rankers)
@@ -313,16 +358,17 @@ def summarise(results: Any, per_repo: Any, cost: dict[str, Any], rankers: tuple[
 
 def print_tables(report: dict[str, Any], rankers: tuple[str, ...] = RANKERS) -> None:
     print(f"\n{report['instances']} instances; file level:")
-    print(f"  {'ranker':<15}" + "".join(f"{m:>11}" for m in FILE_METRICS) + "".join(f"{'chunk ' + m:>17}"
+    print(f"  {'ranker':<17}" + "".join(f"{m:>11}" for m in FILE_METRICS) + "".join(f"{'chunk ' + m:>17}"
                                                                                     for m in CHUNK_METRICS))
     for name in rankers:
         f, c = report["file"][name], report["chunk"][name]
-        print(f"  {name:<15}" + "".join(f"{f.get(m, 0):>11.3f}" for m in FILE_METRICS)
+        print(f"  {name:<17}" + "".join(f"{f.get(m, 0):>11.3f}" for m in FILE_METRICS)
               + "".join(f"{c.get(m, 0):>17.3f}" for m in CHUNK_METRICS))
-    print("\nper repository (file recall@5 / MRR):")
+    print("\nper repository (file recall@5 / MRR / chunk recall@5):")
     for repo, levels in report["per_repo"].items():
         print(f"  {repo:<28}{levels['instances']:>3}  " + "  ".join(
-            f"{n} {levels['file'][n]['recall@5']:.2f}/{levels['file'][n]['mrr']:.2f}" for n in rankers))
+            f"{n} {levels['file'][n]['recall@5']:.2f}/{levels['file'][n]['mrr']:.2f}/"
+            f"{levels['chunk'][n]['recall@5']:.2f}" for n in rankers))
     print("\ncost:", json.dumps({k: v for k, v in report["cost"].items() if k != "instances"}, indent=1))
 
 

@@ -51,15 +51,20 @@ class ToolsConfig:
     lint_python: bool = True      # refuse Python edits that add pyflakes errors
     prewarm_index: bool = True    # analyse the project for find_code from the host's copy while a session starts
     find_code_bm25: bool = True   # find_code's lexical retriever (BM25)
-    find_code_dense: bool = False  # its dense retriever (needs harness[retrieval]); off: docs/tools.md, chunk recall
+    find_code_dense: bool = True  # its dense retriever (needs harness[retrieval]; without it BM25 alone, saying so)
     find_code_rerank: bool = False  # re-read the fused top 10 with the whole chunk (docs/tools.md: did not pay)
-    find_code_rrf_c: int = 60     # c of reciprocal rank fusion: sum of 1 / (c + rank)
+    find_code_rrf_c: int = 10     # c of reciprocal rank fusion: sum of 1 / (c + rank) (docs/tools.md: 10 against 60)
+    find_code_fusion: str = "slots"  # slots | file | chunk: how the two lists are fused (docs/tools.md)
 
     def __post_init__(self) -> None:
         c = self.find_code_rrf_c
         if not isinstance(c, int) or isinstance(c, bool) or c < 1:
             raise ConfigError(f"tools.find_code_rrf_c must be a whole number of at least 1, got {c!r}; "
-                              'e.g. {"tools": {"find_code_rrf_c": 60}}')
+                              'e.g. {"tools": {"find_code_rrf_c": 10}}')
+        fusions = ("slots", "file", "chunk")     # harness.tools.retrieval.hybrid.Fusion
+        if self.find_code_fusion not in fusions:
+            raise ConfigError(f"tools.find_code_fusion must be one of {', '.join(fusions)}, got "
+                              f'{self.find_code_fusion!r}; e.g. {{"tools": {{"find_code_fusion": "slots"}}}}')
         if not (self.find_code_bm25 or self.find_code_dense):
             raise ConfigError("tools.find_code_bm25 and tools.find_code_dense are both off: find_code needs one "
                               'of them; e.g. {"tools": {"find_code_dense": false}} for BM25 alone')

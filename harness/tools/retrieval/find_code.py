@@ -14,6 +14,7 @@ import shlex
 import tarfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import cast
 
 from harness.config import ToolsConfig
 from harness.errors import ToolError
@@ -22,7 +23,7 @@ from harness.tools.retrieval import embedding
 from harness.tools.retrieval.chunks import Chunk
 from harness.tools.retrieval.code_index import CodeIndex, SyncReport
 from harness.tools.retrieval.dense import DenseIndex
-from harness.tools.retrieval.hybrid import Stages, rank
+from harness.tools.retrieval.hybrid import Fusion, Stages, rank
 from harness.tools.retrieval.prewarm import start_warming
 from sandbox.api import STATE_DIR, WORKDIR, Sandbox
 
@@ -91,7 +92,8 @@ def _answer(ctx: ToolContext, query: str, k: int, config: ToolsConfig) -> str:
         dense = None if why else dense
     index.fetched = {}
     stages = Stages(bm25=config.find_code_bm25 or dense is None, dense=dense is not None,
-                    rerank=config.find_code_rerank, rrf_c=config.find_code_rrf_c)
+                    rerank=config.find_code_rerank, rrf_c=config.find_code_rrf_c,
+                    fusion=cast(Fusion, config.find_code_fusion))
     hits = rank(index, dense, query, k, stages, lambda chunks: _texts(ctx, chunks))
     used = " + ".join(name for name, on in (("BM25", stages.bm25), ("dense", stages.dense)) if on)
     stats = f"{used}; index: {len(index.chunks)} chunks in {len(index.files)} files{_sync_note(report)}"

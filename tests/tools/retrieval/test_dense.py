@@ -133,7 +133,7 @@ def test_the_stage_switches_are_checked() -> None:
         ToolsConfig(find_code_bm25=False, find_code_dense=False)
     with pytest.raises(ConfigError, match="find_code_rrf_c must be a whole number of at least 1, got 0"):
         ToolsConfig(find_code_rrf_c=0)
-    assert ToolsConfig().find_code_rrf_c == 60 and ToolsConfig().find_code_rerank is False
+    assert ToolsConfig().find_code_rrf_c == 10 and ToolsConfig().find_code_rerank is False
 
 
 def test_the_warm_up_builds_the_dense_half_from_the_host_copy(tmp_path: Path) -> None:
