@@ -1,4 +1,4 @@
-"""The exec channel's wire format, shared by the host end (`sandbox/channel.py`) and the in-sandbox server
+"""The exec channel's wire format, shared by the host end (`sandbox/host_channel.py`) and the in-sandbox server
 (`sandbox/server/`, which ships this file next to it): standard library only, Python 3.9 or newer.
 
 A frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON. The host sends one request
@@ -85,7 +85,7 @@ class GetTarRequest(NamedTuple):
 
 
 class AttachRequest(NamedTuple):
-    """Move the channel onto a unix socket (sent over the exec's stdin only; see `sandbox/channel.py`).
+    """Move the channel onto a unix socket (sent over the exec's stdin only; see `sandbox/host_channel.py`).
 
     The server connects to `path` (a socket the host listens on, in a read-only folder bound into the
     container), sends `{"token": token}` as that connection's first frame so the host can tell it from

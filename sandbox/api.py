@@ -79,7 +79,7 @@ class SandboxSpec:
     # project_dir is copied as usual
     project_from_image: bool = False
     # the channel moves from `docker exec`'s stream onto a unix socket in an empty read-only host folder
-    # bound into the container, when the daemon runs on this machine (`sandbox/channel.py`); False: never
+    # bound into the container, when the daemon runs on this machine (`sandbox/host_channel.py`); False: never
     direct_channel: bool = True
     provider: SandboxProvider = "docker"
 

@@ -24,12 +24,12 @@ from typing import Any, TypeVar
 
 import docker
 
-from sandbox import copy as copying
+from sandbox import transfer
 from sandbox.agent_sweep import SweepReport, end_agent_processes
 from sandbox.api import WORKDIR, ExecResult, FileData, SandboxSpec, WriteOutcome
-from sandbox.channel import Channel
 from sandbox.deployment.docker import BASE_ENV, IDLE_UID, DockerDeployment, container_options
 from sandbox.errors import ChannelClosed, SandboxError, SandboxUnavailable
+from sandbox.host_channel import Channel
 from sandbox.runtime.channel import ChannelRuntime
 
 __all__ = ["BASE_ENV", "IDLE_UID", "OVERLAY", "PROJECT_ARCHIVE_LABEL", "DockerSandbox", "container_options"]
@@ -96,7 +96,7 @@ class DockerSandbox:
 
         def pack() -> None:
             try:
-                packing.set_result(copying.pack_directory(src, max_bytes, max_files))
+                packing.set_result(transfer.pack_directory(src, max_bytes, max_files))
             except BaseException as exc:  # noqa: BLE001 - handed to load_project, which raises it
                 packing.set_exception(exc)
 
@@ -160,7 +160,7 @@ class DockerSandbox:
 
     def _unpack(self, archive: str) -> None:
         """Unpack the image's packed project into WORKDIR, as the sandbox user (the archive holds only
-        regular files, folders and links, as `copying.pack_directory` made it)."""
+        regular files, folders and links, as `transfer.pack_directory` made it)."""
         result = self._live().exec(f"tar -x --no-same-owner -p -f {archive} -C {WORKDIR}", timeout=300,
                                    save_output=False)
         if not result.ok:
@@ -253,13 +253,13 @@ class DockerSandbox:
 
     def copy_in(self, src: Path, dest: str = WORKDIR) -> None:
         """See `Sandbox.copy_in`."""
-        data = copying.pack_directory(src, self.spec.max_copy_bytes, self.spec.max_copy_files)
+        data = transfer.pack_directory(src, self.spec.max_copy_bytes, self.spec.max_copy_files)
         self._checked(lambda live: live.put_tar(data, dest))
 
     def copy_out(self, dest: Path, src: str = WORKDIR) -> list[str]:
         """See `Sandbox.copy_out`."""
-        return copying.safe_extract(self._tar_of(src), dest, self.spec.max_copy_bytes, self.spec.max_copy_files)
+        return transfer.safe_extract(self._tar_of(src), dest, self.spec.max_copy_bytes, self.spec.max_copy_files)
 
     def _tar_of(self, src: str) -> bytes:
         return self._checked(lambda live: live.get_tar(src, self.spec.max_copy_bytes, self.spec.max_copy_files,
-                                                       sorted(copying.SKIP_DIRS)))
+                                                       sorted(transfer.SKIP_DIRS)))

@@ -7,7 +7,8 @@ the kernel gave to another process since is not the owner). A container normally
 dying process before its lifeline was attached, or by an older harness); `reap()` removes those,
 `reap_all()` every container but those of live owners (which it names), and with `force` those too.
 `remove_containers()` is the one removal by label; the evaluation backends use it for the containers
-of one run. The host folders of channel links (`sandbox/channel.py`), named after their owner's pid, go the same way.
+of one run. The host folders of channel links (`sandbox/host_channel.py`), named after their owner's pid, go the
+same way.
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ def escape_ident(text: str) -> str:
     return "".join(ch if " " <= ch <= "~" else escape_char(ch) for ch in text)
 
 
-def safe_text(data: bytes | str) -> str:
+def escape_output(data: bytes | str) -> str:
     """Command output as text that cannot move a cursor, hide characters or reorder what is shown
     (CRLF line ends become plain newlines first)."""
     text = data.decode("utf-8", errors="backslashreplace") if isinstance(data, bytes) else data

@@ -27,7 +27,8 @@ from harness.approval.grants import NotGrantable
 from harness.approval.queue import ApprovalQueue
 from harness.approval.records import DecisionRefused, Request
 from harness.errors import ApprovalError
-from harness.tools.outbound.preview import gutter, safe_ident, safe_text
+from harness.tools.outbound.preview import gutter
+from sandbox.text import escape_ident, escape_unsafe
 
 APPROVE_WORDS = ("y", "yes", "a", "approve")
 DENY_WORDS = ("n", "no", "deny")
@@ -65,12 +66,12 @@ class ConsolePrompt:
         self._say(f"\n{gutter(request.preview, request.id)}\n{describe(request)}\n")
         question = (f"Approve outbound request #{request.id}? [yes/no] (g: approve by a grant for this run, d: "
                     f"deny by a grant for this run; or decide elsewhere: harness approvals "
-                    f"approve {request.id} --hash {safe_ident(request.request_hash)}): ")
+                    f"approve {request.id} --hash {escape_ident(request.request_hash)}): ")
         while True:
             self._say(question)
             answer = self._line(queue, request, deadline, ended)
             if isinstance(answer, Request):
-                self._say(f"\nrequest #{answer.id} was {answer.status} by {safe_ident(answer.decided_by or '')}\n")
+                self._say(f"\nrequest #{answer.id} was {answer.status} by {escape_ident(answer.decided_by or '')}\n")
                 return answer
             if answer is None and ended() is not None:
                 self._say(f"\nthe session ended: request #{request.id} is withdrawn\n")
@@ -91,7 +92,7 @@ class ConsolePrompt:
                 if granted is not None:
                     return granted
                 continue
-            self._say(f"please type yes, no, g or d (got {safe_text(answer[:40])!r})\n")
+            self._say(f"please type yes, no, g or d (got {escape_unsafe(answer[:40])!r})\n")
 
     def _grant(self, queue: ApprovalQueue, request: Request, approve: bool, deadline: float,
                ended: Callable[[], str | None]) -> Request | None:
@@ -99,9 +100,9 @@ class ConsolePrompt:
         try:
             rule = queue.derive_grant(request.id, approve)
         except NotGrantable as exc:
-            self._say(f"no grant can be made from request #{request.id}: {safe_text(exc.why)}\n")
+            self._say(f"no grant can be made from request #{request.id}: {escape_unsafe(exc.why)}\n")
             return None
-        self._say(f"grant for this run: {safe_ident(rule.text())}\nMake this grant? [yes/no]: ")
+        self._say(f"grant for this run: {escape_ident(rule.text())}\nMake this grant? [yes/no]: ")
         answer = self._line(queue, request, deadline, ended)
         if isinstance(answer, Request):
             return answer
@@ -116,15 +117,15 @@ class ConsolePrompt:
                 raise
             return queue.get(request.id)
         except ApprovalError as exc:
-            self._say(f"no grant made: {safe_text(str(exc))}\n")
+            self._say(f"no grant made: {escape_unsafe(str(exc))}\n")
             return None
         self._say(f"request #{decided.id}: {decided.status}; grant G{grant.id} made\n")
         return decided
 
     def tell(self, request: Request) -> None:
         """A request decided by a grant, without asking: one line, every value escaped."""
-        self._say(f"\noutbound request #{request.id} ({safe_ident(request.tool)}, key {safe_ident(request.key)}) "
-                  f"{request.status} by grant G{request.grant_id}: {safe_text(request.reason or '')}\n")
+        self._say(f"\noutbound request #{request.id} ({escape_ident(request.tool)}, key {escape_ident(request.key)}) "
+                  f"{request.status} by grant G{request.grant_id}: {escape_unsafe(request.reason or '')}\n")
 
     def _decide(self, queue: ApprovalQueue, request: Request, approve: bool, reason: str) -> Request:
         try:
@@ -139,5 +140,5 @@ class ConsolePrompt:
 
 def describe(request: Request) -> str:
     """The line under the preview: who asks and under which name, every value escaped."""
-    return (f"tool {safe_ident(request.tool)}, session {safe_ident(request.session)}, key "
-            f"{safe_ident(request.key)}, hash {safe_ident(request.request_hash)}")
+    return (f"tool {escape_ident(request.tool)}, session {escape_ident(request.session)}, key "
+            f"{escape_ident(request.key)}, hash {escape_ident(request.request_hash)}")

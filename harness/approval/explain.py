@@ -4,7 +4,7 @@
                                                            its parts matched, the grants that cover the
                                                            request, and which one decides
     render(explanation)                                    the text an operator reads, every value from the
-                                                           request escaped (`safe_text` / `safe_ident`)
+                                                           request escaped (`escape_unsafe` / `escape_ident`)
 
 The decision is found as the gate finds it (`harness.approval.gate.ApprovalGate._apply_policy`): a deny
 grant first, then the strictest applying rule (deny over ask over approve), then an approve grant when no
@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness.approval.policy import Check, Decision, Policy, applies
-from harness.tools.outbound.preview import safe_ident, safe_text
+from sandbox.text import escape_ident, escape_unsafe
 
 if TYPE_CHECKING:
     from harness.approval.records import Grant, Request
@@ -111,18 +111,19 @@ def render(e: Explanation) -> str:
     """The explanation as text; every value that came from the request is escaped."""
     shown = repr(e.arguments)
     shown = shown if len(shown) <= 4 * SHOWN else f"{shown[:4 * SHOWN]}... ({len(shown)} characters)"
-    lines = [f"request: {safe_ident(e.tool)} {safe_text(shown)}", f"policy: {safe_text(e.source)}"]
-    lines += [f"warning: {safe_text(w)}" for w in e.warnings]
+    lines = [f"request: {escape_ident(e.tool)} {escape_unsafe(shown)}", f"policy: {escape_unsafe(e.source)}"]
+    lines += [f"warning: {escape_unsafe(w)}" for w in e.warnings]
     for trace in e.rules:
         state = "applies" if trace.applies else "does not apply"
-        lines.append(f"rule {safe_ident(trace.name)} ({trace.decision}): {state}")
-        lines += [f"    {safe_text(_check(c))}" for c in trace.checks]
+        lines.append(f"rule {escape_ident(trace.name)} ({trace.decision}): {state}")
+        lines += [f"    {escape_unsafe(_check(c))}" for c in trace.checks]
     if not e.rules:
         lines.append("no rules in the policy")
     for g in e.grants:
         scope = {None: "", True: ", in scope", False: ", not this request's scope"}[g.in_scope]
-        lines.append(f"grant G{g.id} ({g.decision}, {safe_text(g.scope)}{scope}) covers it: {safe_text(g.rule_text)}")
-    lines.append(f"decision: {e.decision}, by {safe_ident(e.decided_by)}: {safe_text(e.why)}")
+        lines.append(f"grant G{g.id} ({g.decision}, {escape_unsafe(g.scope)}{scope}) covers it: "
+                     f"{escape_unsafe(g.rule_text)}")
+    lines.append(f"decision: {e.decision}, by {escape_ident(e.decided_by)}: {escape_unsafe(e.why)}")
     lines.append("(strictest wins: a deny grant, then deny over ask over approve among the applying rules, "
                  "then an approve grant when no rule applies)")
     return "\n".join(lines)

@@ -39,7 +39,7 @@ from harness.config import ApprovalMode
 from harness.errors import ApprovalDenied, ToolError
 from harness.tools.base import ToolContext
 from harness.tools.outbound.action import OutboundAction, Prepared
-from harness.tools.outbound.preview import safe_ident
+from sandbox.text import escape_ident
 
 ENDED_KEPT = 4096
 """How many ended sessions a gate remembers (their calls queue nothing new); a call still running
@@ -125,9 +125,9 @@ class ApprovalGate:
     def _same_call(self, request: Request, call_args: dict[str, Any]) -> None:
         if canonical_hash(call_args) != request.call_hash:
             raise ToolError(
-                f"key {safe_ident(request.key)!r} was already used for a different {request.tool} request "
+                f"key {escape_ident(request.key)!r} was already used for a different {request.tool} request "
                 f"(#{request.id}, {request.status}); a key names one action. Nothing was queued for this call. "
-                f"Use a new key for a new action, e.g. \"key\": \"{safe_ident(request.key)}-2\"")
+                f"Use a new key for a new action, e.g. \"key\": \"{escape_ident(request.key)}-2\"")
 
     def _apply_policy(self, request: Request) -> Request:
         """Strictest first: a deny grant, then a policy rule, then an approve grant (none when a rule says
@@ -218,10 +218,10 @@ def _same_content(request: Request, prepared: Prepared) -> None:
         return
     changed = [f"{name} (sha256 {_digest(request.args.get(name))} then, {_digest(prepared.args.get(name))} now)"
                for name in fields if prepared.args.get(name) != request.args.get(name)]
-    key = safe_ident(request.key)
+    key = escape_ident(request.key)
     raise ToolError(
         f"key {key!r} already names {request.tool} request #{request.id} ({request.status}) of this session, made "
-        f"with other content: {safe_ident(', '.join(changed))} differ from what this call would run. Nothing was "
+        f"with other content: {escape_ident(', '.join(changed))} differ from what this call would run. Nothing was "
         f"queued or run for this call, and request #{request.id} is unchanged. A key names one action with one "
         f"content: to ask for this one, use a new key, e.g. \"key\": \"{key}-2\"")
 

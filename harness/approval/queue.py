@@ -47,7 +47,7 @@ from harness.approval.records import (
     process_id,
 )
 from harness.errors import ApprovalError
-from harness.tools.outbound.preview import safe_ident
+from sandbox.text import escape_ident
 
 
 class ApprovalQueue:
@@ -152,7 +152,7 @@ class ApprovalQueue:
         if current.status != "pending":
             raise DecisionRefused(
                 f"request #{request_id} is already {current.status}"
-                + (f" (by {safe_ident(current.decided_by)})" if current.decided_by else "")
+                + (f" (by {escape_ident(current.decided_by)})" if current.decided_by else "")
                 + "; only a pending request can be approved or denied", request_id=request_id,
                 status=current.status, why="decided")
         if approve and seen_hash is None and rule is None:
@@ -164,7 +164,7 @@ class ApprovalQueue:
         if seen_hash is not None and seen_hash != current.request_hash:
             raise DecisionRefused(
                 f"request #{request_id} is not the one you saw: its hash is {current.request_hash}, you saw "
-                f"{safe_ident(seen_hash[:80])!r}; look at it again (`harness approvals show {request_id}`) "
+                f"{escape_ident(seen_hash[:80])!r}; look at it again (`harness approvals show {request_id}`) "
                 "and decide on what it holds now", request_id=request_id, status=current.status,
                 why="changed")
         return current

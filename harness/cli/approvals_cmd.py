@@ -36,7 +36,8 @@ from harness.cli.common import EXIT_FAILED, EXIT_NOT_CONFIRMED, EXIT_USAGE
 from harness.cli.web_cmd import add_server_options, serve_console
 from harness.config import load
 from harness.errors import ApprovalError
-from harness.tools.outbound.preview import gutter, safe_ident, safe_text
+from harness.tools.outbound.preview import gutter
+from sandbox.text import escape_ident, escape_unsafe
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -94,14 +95,14 @@ def _run(args: argparse.Namespace) -> int:
         return {"list": _list, "show": _show, "approve": _decide, "deny": _decide, "grants": _grants,
                 "revoke": _revoke, "export": _export}[args.action](queue, args)
     except DecisionRefused as exc:
-        print(f"harness approvals: {safe_text(str(exc))}", file=sys.stderr)
+        print(f"harness approvals: {escape_unsafe(str(exc))}", file=sys.stderr)
         return EXIT_USAGE if exc.why == "unseen" else EXIT_FAILED
     except NotGrantable as exc:
-        print(f"harness approvals: no grant can be made from request #{args.id}: {safe_text(exc.why)}; nothing "
+        print(f"harness approvals: no grant can be made from request #{args.id}: {escape_unsafe(exc.why)}; nothing "
               f"was decided (decide it without --grant)", file=sys.stderr)
         return EXIT_FAILED
     except (UnknownRequest, ApprovalError) as exc:
-        print(f"harness approvals: {safe_text(str(exc))}", file=sys.stderr)
+        print(f"harness approvals: {escape_unsafe(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     finally:
         queue.close()
@@ -125,9 +126,9 @@ def _list(queue: ApprovalQueue, args: argparse.Namespace) -> int:
         print(f"no {'/'.join(statuses) or ''} requests in {queue.path}".replace("no  ", "no "))
         return 0
     for r in requests:
-        print(f"#{r.id:<5} {r.shown_status:<10} {safe_ident(r.tool):<14} key={safe_ident(r.key)[:40]:<20} "
-              f"session={safe_ident(r.session)[:24]}  {_when(r.created_at)}"
-              + (f"  by {safe_ident(r.decided_by)}" if r.decided_by else ""))
+        print(f"#{r.id:<5} {r.shown_status:<10} {escape_ident(r.tool):<14} key={escape_ident(r.key)[:40]:<20} "
+              f"session={escape_ident(r.session)[:24]}  {_when(r.created_at)}"
+              + (f"  by {escape_ident(r.decided_by)}" if r.decided_by else ""))
     return 0
 
 
@@ -138,15 +139,15 @@ def _show(queue: ApprovalQueue, args: argparse.Namespace) -> int:
         return 0
     print(gutter(r.preview, r.id))
     rows: list[tuple[str, Any]] = [
-        ("status", safe_ident(r.shown_status)), ("tool", safe_ident(r.tool)), ("key", safe_ident(r.key)),
-        ("session", safe_ident(r.session)), ("created", _when(r.created_at)), ("hash", safe_ident(r.request_hash)),
-        ("decided", f"{_when(r.decided_at)} by {safe_ident(r.decided_by)}" if r.decided_by else "-"),
-        ("rule", safe_ident(r.rule or "-")), ("reason", safe_text(r.reason or "-")),
+        ("status", escape_ident(r.shown_status)), ("tool", escape_ident(r.tool)), ("key", escape_ident(r.key)),
+        ("session", escape_ident(r.session)), ("created", _when(r.created_at)), ("hash", escape_ident(r.request_hash)),
+        ("decided", f"{_when(r.decided_at)} by {escape_ident(r.decided_by)}" if r.decided_by else "-"),
+        ("rule", escape_ident(r.rule or "-")), ("reason", escape_unsafe(r.reason or "-")),
         ("executed", f"{_when(r.started_at)} .. {_when(r.finished_at)}" if r.started_at else "-")]
     for label, value in rows:
         print(f"{label:<9} {value}")
     if r.result is not None:
-        print("result:\n" + "\n".join("  " + line for line in safe_text(r.result).splitlines()))
+        print("result:\n" + "\n".join("  " + line for line in escape_unsafe(r.result).splitlines()))
     return 0
 
 
@@ -159,7 +160,7 @@ def _confirm(queue: ApprovalQueue, request_id: int) -> str | None:
             f"the request you saw. Read it with `harness approvals show {request_id}`, then run `harness "
             f"approvals approve {request_id} --hash <the hash it prints>`", request_id=request_id,
             status=r.status, why="unseen")
-    print(f"{gutter(r.preview, r.id)}\n{describe(r)}\nstatus {safe_ident(r.shown_status)}")
+    print(f"{gutter(r.preview, r.id)}\n{describe(r)}\nstatus {escape_ident(r.shown_status)}")
     print(f"Approve request #{r.id} as shown above? [yes/no]: ", end="", flush=True)
     answer = sys.stdin.readline().strip().lower()
     return r.request_hash if answer in ("y", "yes") else None
@@ -199,7 +200,7 @@ def _decide_with_grant(queue: ApprovalQueue, args: argparse.Namespace, approve: 
     kind, until = args.grant
     rule = queue.derive_grant(args.id, approve, tuple(args.narrow))
     scope = "until " + _when(until) if kind == "until" else f"this {kind}"
-    print(f"grant from request #{args.id}, for {scope}: {safe_ident(rule.text())}")
+    print(f"grant from request #{args.id}, for {scope}: {escape_ident(rule.text())}")
     if not args.yes:
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
             print("harness approvals: a grant is confirmed on a terminal, or with --yes; nothing decided",
@@ -215,7 +216,7 @@ def _decide_with_grant(queue: ApprovalQueue, args: argparse.Namespace, approve: 
     if args.json:
         print(json.dumps({"request": r.to_dict(), "grant": grant.to_dict()}, indent=2))
     else:
-        print(f"request #{r.id} ({safe_ident(r.tool)}) {r.status} by {safe_ident(r.decided_by or '')}; "
+        print(f"request #{r.id} ({escape_ident(r.tool)}) {r.status} by {escape_ident(r.decided_by or '')}; "
               f"grant G{grant.id} made")
     return 0
 
@@ -229,17 +230,17 @@ def _grants(queue: ApprovalQueue, args: argparse.Namespace) -> int:
         print(f"no grants in {queue.path}")
     now = time.time()
     for g in grants:
-        state = (f"revoked {_when(g.revoked_at)} by {safe_ident(g.revoked_by or '')}" if g.revoked_at
+        state = (f"revoked {_when(g.revoked_at)} by {escape_ident(g.revoked_by or '')}" if g.revoked_at
                  else "active" if g.active(now) else "expired")
-        print(f"G{g.id:<4} {state:<8} {g.shown_scope:<22} by {safe_ident(g.granted_by)} from request "
+        print(f"G{g.id:<4} {state:<8} {g.shown_scope:<22} by {escape_ident(g.granted_by)} from request "
               f"#{g.from_request} (hash {g.preview_hash[:16]}...), decided {g.decided}\n      "
-              f"{safe_ident(g.rule_text)}")
+              f"{escape_ident(g.rule_text)}")
     return 0
 
 
 def _revoke(queue: ApprovalQueue, args: argparse.Namespace) -> int:
     g = queue.revoke(args.grant, args.by)
-    print(f"grant G{g.id} revoked by {safe_ident(g.revoked_by or '')}: it decides no request from now on")
+    print(f"grant G{g.id} revoked by {escape_ident(g.revoked_by or '')}: it decides no request from now on")
     return 0
 
 
@@ -259,8 +260,8 @@ def _decide(queue: ApprovalQueue, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(r.to_dict(), indent=2))
     else:
-        print(f"request #{r.id} ({safe_ident(r.tool)}) {r.status} by {safe_ident(r.decided_by or '')}"
-              + (f": {safe_text(r.reason)}" if r.reason else ""))
+        print(f"request #{r.id} ({escape_ident(r.tool)}) {r.status} by {escape_ident(r.decided_by or '')}"
+              + (f": {escape_unsafe(r.reason)}" if r.reason else ""))
     return 0
 
 
@@ -275,7 +276,7 @@ def _export(queue: ApprovalQueue, args: argparse.Namespace) -> int:
             writer = csv.writer(out)
             writer.writerow(["id", "at", "request_id", "event", "actor", "detail"])
             for e in events:
-                writer.writerow([e["id"], e["at"], e["request_id"], safe_ident(e["event"]), safe_ident(e["actor"]),
+                writer.writerow([e["id"], e["at"], e["request_id"], escape_ident(e["event"]), escape_ident(e["actor"]),
                                  json.dumps(e["detail"], sort_keys=True)])
     finally:
         if args.output:

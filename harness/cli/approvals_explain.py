@@ -25,7 +25,7 @@ from harness.approval.records import UnknownRequest
 from harness.cli.common import EXIT_USAGE
 from harness.config import load
 from harness.errors import ConfigError
-from harness.tools.outbound.preview import safe_text
+from sandbox.text import escape_unsafe
 
 REQUEST_EXAMPLE = '{"tool": "http_request", "arguments": {"method": "GET", "url": "https://docs.python.org/3/"}}'
 
@@ -61,7 +61,7 @@ def run_explain(args: argparse.Namespace) -> int:
         finally:
             queue.close()
     except (ConfigError, UnknownRequest) as exc:
-        print(f"harness approvals explain: {safe_text(str(exc))}", file=sys.stderr)
+        print(f"harness approvals explain: {escape_unsafe(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     print(json.dumps(explained.to_dict(), indent=2) if args.json else render(explained))
     return 0

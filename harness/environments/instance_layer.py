@@ -41,7 +41,7 @@ from docker.models.containers import Container
 from harness.container_scripts import script_text
 from harness.environments.errors import EnvironmentBuildError
 from harness.environments.recipe import INSTANCE_DIR, LAYER_DIR, LAYER_SCRIPT, PROJECT_ARCHIVE, VENV
-from sandbox import copy as copying
+from sandbox import transfer
 from sandbox.api import Limits, SandboxSpec
 from sandbox.deployment import DockerDeployment
 from sandbox.errors import SandboxError
@@ -69,7 +69,7 @@ def build_instance(client: docker.DockerClient, env_tag: str, tag: str, repo_dir
     """
     t0 = time.monotonic()
     try:
-        packed = copying.pack_directory(repo_dir, MAX_BYTES, MAX_FILES)
+        packed = transfer.pack_directory(repo_dir, MAX_BYTES, MAX_FILES)
     except OSError as exc:
         raise EnvironmentBuildError(f"packing {repo_dir} for the instance build failed: {exc}") from exc
     spec = SandboxSpec(image=env_tag, session=f"envbuild-{uuid.uuid4().hex[:8]}", limits=BUILD_LIMITS,

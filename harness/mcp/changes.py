@@ -24,7 +24,7 @@ from harness.errors import ToolArgumentsError, ToolError
 from harness.mcp.patch_preview import binary_changes, describe_binary, refusal, shown_patch
 from harness.tools.base import Effect, Observation, Tool, ToolContext
 from harness.tools.outbound.action import OutboundAction, Prepared
-from harness.tools.outbound.preview import safe_text
+from sandbox.text import escape_unsafe
 
 Lookup = Callable[[ToolContext], tuple[Workspace, RepoTask]]
 
@@ -77,15 +77,15 @@ def apply_action(lookup: Lookup, root: Path, allow_binary: bool) -> OutboundActi
         with tempfile.TemporaryDirectory(prefix="harness-mcp-") as tmp:
             base = json.loads(write_base(Path(tmp), repo, patch).read_text(encoding="utf-8"))
         shown = [line for change in binary for line in ["", *describe_binary(workspace.sandbox, change)]]
-        preview = "\n".join([f"apply_changes: write this patch into {safe_text(str(root))} "
+        preview = "\n".join([f"apply_changes: write this patch into {escape_unsafe(str(root))} "
                               f"({len(base['files'])} file(s), only if each is still as the session found it)",
-                              "", safe_text(shown_patch(patch)).rstrip("\n"), *shown])
+                              "", escape_unsafe(shown_patch(patch)).rstrip("\n"), *shown])
         return Prepared({"folder": str(root), "patch": patch, "base": base}, preview)
 
     def execute(args: dict[str, Any], _ctx: ToolContext) -> str:
         if args.get("folder") != str(root):
-            raise ToolError(f"not applied: request names the folder {safe_text(str(args.get('folder')))}, this "
-                            f"server serves {safe_text(str(root))}")
+            raise ToolError(f"not applied: request names the folder {escape_unsafe(str(args.get('folder')))}, this "
+                            f"server serves {escape_unsafe(str(root))}")
         with tempfile.TemporaryDirectory(prefix="harness-mcp-") as tmp:
             run_dir = Path(tmp)
             checks.write_file(run_dir / "patch.diff", str(args["patch"]))

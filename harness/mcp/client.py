@@ -47,9 +47,9 @@ from harness.errors import ConfigError, ToolError
 from harness.mcp.specs import EXAMPLE, HINTS, ServerSpec, hint_ceiling, server_spec, tool_name
 from harness.tools.base import ToolContext
 from harness.tools.outbound.action import OutboundAction, Prepared
-from harness.tools.outbound.preview import field_lines, safe_ident
+from harness.tools.outbound.preview import field_lines
 from harness.tools.schema import regular_expressions, schema_problems
-from sandbox.text import safe_text
+from sandbox.text import escape_ident, escape_output
 
 MAX_RESULT_CHARS = 100_000
 MAX_DESCRIPTION_CHARS = 2000
@@ -100,11 +100,12 @@ class McpServers:
         except Exception as exc:  # noqa: BLE001 - anything a server does wrong at start is said plainly
             errlog.flush()
             tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:]
-            said = f"; it wrote: {safe_text(' | '.join(tail))[:600]}" if tail else ""
-            raise ConfigError(f"MCP server {spec.name!r} ({safe_text(shlex.join(spec.command))}) could not be started "
+            said = f"; it wrote: {escape_output(' | '.join(tail))[:600]}" if tail else ""
+            raise ConfigError(f"MCP server {spec.name!r} ({escape_output(shlex.join(spec.command))}) "
+                              "could not be started "
                               f"and asked for its tools: {_leaf(exc)}{said} (its stderr: {log}). Check that the "
                               f"command runs on its own, e.g. {EXAMPLE}") from exc
-        self.say(f"MCP server {spec.name}: {len(listed)} tool(s): {', '.join(safe_ident(t.name) for t in listed)}")
+        self.say(f"MCP server {spec.name}: {len(listed)} tool(s): {', '.join(escape_ident(t.name) for t in listed)}")
         return _Connection(spec, client, listed)
 
     def call(self, server: str, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
@@ -148,7 +149,7 @@ class McpServers:
         schema.setdefault("required", [])
         why = _schema_refused(schema) or _output_schema_refused(tool.output_schema)
         if why:
-            self.say(f"MCP server {spec.name}: tool {safe_ident(tool.name)} left out: {safe_text(why)}")
+            self.say(f"MCP server {spec.name}: tool {escape_ident(tool.name)} left out: {escape_output(why)}")
             return None
         description = (tool.description or tool.title or tool.name)[:MAX_DESCRIPTION_CHARS]
         server, remote, hints = spec.name, tool.name, tool_hints(tool)
@@ -157,10 +158,10 @@ class McpServers:
             shown = json.dumps(args, indent=2, ensure_ascii=False, sort_keys=True)
             request = {"server": server, "tool": remote, "arguments": args, "hints": hints,
                        "server_trusted": spec.trusted}
-            lines = field_lines([("MCP server", f"{server} ({safe_text(shlex.join(spec.command))})"),
-                                 ("tool", safe_ident(remote)), *hint_lines(name, request)])
+            lines = field_lines([("MCP server", f"{server} ({escape_output(shlex.join(spec.command))})"),
+                                 ("tool", escape_ident(remote)), *hint_lines(name, request)])
             return Prepared(request,
-                            "\n".join([*lines, "arguments:", *("  " + ln for ln in safe_text(shown).split("\n"))]))
+                            "\n".join([*lines, "arguments:", *("  " + ln for ln in escape_output(shown).split("\n"))]))
 
         def execute(args: dict[str, Any], _ctx: ToolContext) -> str:
             result = self.call(server, remote, dict(args["arguments"]))
@@ -196,7 +197,7 @@ def hint_lines(name: str, request: dict[str, Any]) -> list[tuple[str, str]]:
     ceiling = hint_ceiling(name, request)
     verdict = (f"a person decides: {ceiling}" if ceiling
                else "read-only on a trusted server: a policy rule may approve it")
-    return [("hints", shown), ("server is", trusted), ("so", safe_text(verdict))]
+    return [("hints", shown), ("server is", trusted), ("so", escape_output(verdict))]
 
 
 def _schema_refused(schema: dict[str, Any]) -> str | None:
@@ -241,7 +242,7 @@ def _leaf(exc: BaseException) -> str:
         exc = exc.exceptions[-1]
     if "Connection closed" in str(exc):
         return "the server closed its end of the connection before answering (it exited or crashed)"
-    return f"{type(exc).__name__}: {safe_text(str(exc))[:500]}"
+    return f"{type(exc).__name__}: {escape_output(str(exc))[:500]}"
 
 
 def _stdio_with_log(params: StdioServerParameters, errlog: Any) -> Any:
@@ -298,7 +299,7 @@ def result_text(result: types.CallToolResult) -> str:
     if result.structured_content is not None:
         parts.append("structured content: " + json.dumps(result.structured_content, ensure_ascii=False,
                                                           sort_keys=True))
-    text = safe_text("\n".join(parts)) or "(the tool returned no content)"
+    text = escape_output("\n".join(parts)) or "(the tool returned no content)"
     if len(text) > MAX_RESULT_CHARS:
         text = text[:MAX_RESULT_CHARS] + f"\n[... {len(text) - MAX_RESULT_CHARS} more characters not shown]"
     return text

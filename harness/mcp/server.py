@@ -37,7 +37,7 @@ from harness.errors import HarnessError
 from harness.mcp.http_guard import BearerToken, SessionCap
 from harness.mcp.service import SandboxService, to_mcp
 from harness.mcp.specs import IDLE_SECONDS
-from harness.tools.outbound.preview import safe_text
+from sandbox.text import escape_unsafe
 
 __all__ = ["SandboxService", "build_server", "http_app", "serve_http", "serve_stdio", "to_mcp"]
 
@@ -71,7 +71,7 @@ def build_server(service: SandboxService, default_session: str = STDIO_SESSION) 
         except (HarnessError, Exception) as exc:   # the harness failed: said, the session goes on
             message = f"the harness could not run {params.name}: {type(exc).__name__}: {exc}"
             service.say(message)
-            return types.CallToolResult(content=[types.TextContent(type="text", text=safe_text(message))],
+            return types.CallToolResult(content=[types.TextContent(type="text", text=escape_unsafe(message))],
                                         is_error=True)
 
     return Server(SERVER_NAME, version=version("harness"), on_list_tools=list_tools, on_call_tool=call_tool,

@@ -15,7 +15,7 @@ Protection, in order, on every request (`Guard`, before any route):
    `no-store`.
 
 The server binds to 127.0.0.1 unless told otherwise. Every string a view sends was escaped on the
-server (`harness.web.runs.safe_tree`, `safe_text`); the page builds its elements with textContent
+server (`harness.web.runs.safe_tree`, `escape_unsafe`); the page builds its elements with textContent
 only, so what a model wrote is never parsed as markup. Assets (script, styles) are served from the
 package's `static/` folder; nothing is loaded from anywhere else.
 """
@@ -40,12 +40,12 @@ from harness.approval.queue import ApprovalQueue
 from harness.approval.records import Request as ApprovalRequest
 from harness.approval.records import UnknownRequest
 from harness.errors import ApprovalError, HarnessError
-from harness.tools.outbound.preview import safe_ident, safe_text
 from harness.web import runs, steps
 from harness.web.records import Damaged, NotFound, parse_json
 from harness.web.runs import Roots
 from harness.web.sessions import Session, Sessions
 from harness.web.steps import Trajectories
+from sandbox.text import escape_ident, escape_unsafe
 
 STATIC = Path(__file__).with_name("static")
 TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
@@ -152,11 +152,12 @@ class Guard:
 def request_view(r: ApprovalRequest) -> dict[str, Any]:
     """A request as the page shows it: every string made safe, the result cut to its head."""
     result = r.result if r.result is None or len(r.result) <= 4000 else r.result[:4000] + "\n[... cut]"
-    return {"id": r.id, "tool": safe_ident(r.tool), "key": safe_ident(r.key), "session": safe_ident(r.session),
-            "status": safe_ident(r.shown_status), "preview": safe_text(r.preview), "hash": safe_ident(r.request_hash),
-            "created_at": r.created_at, "decided_at": r.decided_at, "decided_by": safe_text(r.decided_by or ""),
-            "reason": safe_text(r.reason or ""), "rule": safe_text(r.rule or ""), "grant_id": r.grant_id,
-            "result": None if result is None else safe_text(result)}
+    return {"id": r.id, "tool": escape_ident(r.tool), "key": escape_ident(r.key), "session": escape_ident(r.session),
+            "status": escape_ident(r.shown_status), "preview": escape_unsafe(r.preview),
+            "hash": escape_ident(r.request_hash),
+            "created_at": r.created_at, "decided_at": r.decided_at, "decided_by": escape_unsafe(r.decided_by or ""),
+            "reason": escape_unsafe(r.reason or ""), "rule": escape_unsafe(r.rule or ""), "grant_id": r.grant_id,
+            "result": None if result is None else escape_unsafe(result)}
 
 
 def grant_choices(r: ApprovalRequest) -> dict[str, str | None]:
@@ -164,10 +165,10 @@ def grant_choices(r: ApprovalRequest) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for decision in ("approve", "deny"):
         try:
-            out[decision] = safe_ident(derive(r.tool, r.args, decision).text())
+            out[decision] = escape_ident(derive(r.tool, r.args, decision).text())
             out[f"{decision}_why"] = None
         except NotGrantable as exc:
-            out[decision], out[f"{decision}_why"] = None, safe_text(exc.why)
+            out[decision], out[f"{decision}_why"] = None, escape_unsafe(exc.why)
     return out
 
 
@@ -184,7 +185,7 @@ def _grant(queue: ApprovalQueue, request_id: int, approve: bool, who: str, reaso
     """Decide and make the grant whose rule the page showed (`shown`, as escaped for the page): a rule that
     differs from what the request derives now is refused, nothing decided."""
     rule = queue.derive_grant(request_id, approve)
-    if safe_ident(rule.text()) != shown:
+    if escape_ident(rule.text()) != shown:
         raise ApprovalError(f"request #{request_id}: the grant's rule is not the one the page showed; reload and "
                             "look at it again; nothing was decided")
     return queue.decide_with_grant(request_id, approve, who, seen_hash=seen, shown_rule=rule,
@@ -238,7 +239,7 @@ def _page(console: Console, request: Request) -> Response:
 def _asset(assets: dict[str, Path], request: Request) -> Response:
     name = str(request.path_params["name"])
     if name not in assets:
-        return _error(404, f"no asset {safe_text(name)!r}")
+        return _error(404, f"no asset {escape_unsafe(name)!r}")
     return Response(assets[name].read_bytes(), media_type=TYPES[assets[name].suffix])
 
 
@@ -301,15 +302,15 @@ async def _read_decision(request: Request) -> _Decision | Response:
         if scope is not None and scope not in GRANT_SCOPES:
             raise ValueError(f"grant {str(scope)[:40]!r} is not one of {list(GRANT_SCOPES)}")
     except (Damaged, ValueError, KeyError, TypeError) as exc:
-        return _error(400, f"bad decision body ({safe_text(str(exc))[:300]}); expected {DECISION_EXAMPLE}")
+        return _error(400, f"bad decision body ({escape_unsafe(str(exc))[:300]}); expected {DECISION_EXAMPLE}")
     return _Decision(request_id, approve, reason, seen, scope, str(body.get("rule", "")) if scope is not None else "")
 
 
 def _runs_view(console: Console) -> dict[str, Any]:
     cut: list[str] = []
     listed = runs.list_runs(console.roots, cut)
-    return {"runs": listed, "roots": [safe_text(str(p)) for p in console.roots.paths],
-            "cut": [safe_text(c) for c in cut]}
+    return {"runs": listed, "roots": [escape_unsafe(str(p)) for p in console.roots.paths],
+            "cut": [escape_unsafe(c) for c in cut]}
 
 
 def _param(request: Request, name: str) -> str:
@@ -322,7 +323,7 @@ def _param(request: Request, name: str) -> str:
 def _number(request: Request, name: str, default: int) -> int:
     value = request.query_params.get(name, str(default))
     if not value.isdigit():
-        raise BadRequest(f"?{name}={safe_text(value)!r} is not a number; expected e.g. ?{name}=0")
+        raise BadRequest(f"?{name}={escape_unsafe(value)!r} is not a number; expected e.g. ?{name}=0")
     return int(value)
 
 
@@ -332,11 +333,11 @@ def _api(view: Callable[[Request], Any]) -> Callable[[Request], Response]:
         try:
             return JSONResponse(view(request))
         except BadRequest as exc:
-            return _error(400, safe_text(str(exc)))
+            return _error(400, escape_unsafe(str(exc)))
         except NotFound as exc:
-            return _error(404, safe_text(str(exc)))
+            return _error(404, escape_unsafe(str(exc)))
     return endpoint
 
 
 async def _not_found(request: Request, _exc: Exception) -> Response:
-    return _error(404, f"no page {safe_text(request.url.path)!r}; the console is /")
+    return _error(404, f"no page {escape_unsafe(request.url.path)!r}; the console is /")

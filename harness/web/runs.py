@@ -2,7 +2,7 @@
 trajectories inside them, as JSON-ready views.
 
 Everything read here was written by a model or by an input file at some point, so every string of
-every view passes through `safe_tree` (the project's one escaping rule, `safe_text`) before it
+every view passes through `safe_tree` (the project's one escaping rule, `escape_unsafe`) before it
 leaves; the page then sets it as text, never as markup. Files are opened and records parsed by the
 one bounded reader (harness.web.records): a planted link or fifo, a gigabyte of test output or a
 record nested 200,000 deep cannot make the console read what it should not, stall or fail; a record
@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any, TypeVar, get_args
 
 from harness.core.records import DoneRecord, EvalReport, EvalRun, InstanceStatus, Record, SessionResult
-from harness.tools.outbound.preview import safe_text
 from harness.web.folders import MAX_DEPTH, MAX_ENTRIES, Roots, folder_kind, folder_names, mtime
 from harness.web.records import (
     TEXT_CAP,
@@ -32,6 +31,7 @@ from harness.web.records import (
     read_capped,
     read_record,
 )
+from sandbox.text import escape_unsafe
 
 FOLD_LINES = (60, 30)         # a longer text block is sent as its first and last lines, with the count between
 FOLD_CHARS = 60_000           # and one longer than this, whatever its lines, as its head and tail characters
@@ -58,11 +58,11 @@ def css_class(value: object, known: tuple[str, ...]) -> str:
 
 
 def safe_tree(value: Any) -> Any:
-    """`value` (parsed JSON) with every string, keys included, through `safe_text`."""
+    """`value` (parsed JSON) with every string, keys included, through `escape_unsafe`."""
     if isinstance(value, str):
-        return safe_text(value)
+        return escape_unsafe(value)
     if isinstance(value, dict):
-        return {safe_text(str(k)): safe_tree(v) for k, v in value.items()}
+        return {escape_unsafe(str(k)): safe_tree(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [safe_tree(v) for v in value]
     return value
@@ -82,11 +82,11 @@ def read_text(path: Path, cap: int = TEXT_CAP) -> dict[str, Any] | None:
     try:
         got = read_capped(path, cap)
     except NotFound as exc:
-        return {"text": "", "bytes": 0, "cut": False, "refused": safe_text(str(exc))}
+        return {"text": "", "bytes": 0, "cut": False, "refused": escape_unsafe(str(exc))}
     if got is None:
         return None
     data, size = got
-    return {"text": safe_text(data.decode("utf-8", errors="backslashreplace").replace("\r\n", "\n")),
+    return {"text": escape_unsafe(data.decode("utf-8", errors="backslashreplace").replace("\r\n", "\n")),
             "bytes": size, "cut": size > len(data)}
 
 
@@ -202,7 +202,7 @@ def eval_summary(ref: str, folder: Path) -> dict[str, Any]:
         tokens = _dict(totals.get("tokens"))
         total = "?" if report.total_instances is None else report.total_instances
         row.update(model=row.get("model") or report.model_name_or_path,
-                   task=f"{safe_text(str(total))[:40]} instances",
+                   task=f"{escape_unsafe(str(total))[:40]} instances",
                    resolved=report.resolved_instances, total=report.total_instances,
                    turns=totals.get("turns"), cost_usd=totals.get("cost_usd"), seconds=totals.get("duration"),
                    tokens={"input": tokens.get("input_tokens"), "output": tokens.get("output_tokens")},
@@ -245,10 +245,10 @@ def run_view(roots: Roots, ref: str) -> dict[str, Any]:
             "patch": read_text(folder / "patch.diff"), "tests": tests,
             "patch_apply": read_text(folder / "patch_apply.txt"), "error": read_text(folder / "error.txt"),
             "record": safe_tree(_record(folder, "done", problems)),
-            "attempts": sorted(safe_text(f"{ref}/{n}") for n in names if n.startswith("attempt-")
+            "attempts": sorted(escape_unsafe(f"{ref}/{n}") for n in names if n.startswith("attempt-")
                                and folder_kind(folder / n) == "run"),
-            "evaluation": safe_text(ref.rsplit("/instances/", 1)[0]) if instance else None,
-            "files": sorted(safe_text(n) for n in names), "cut": [safe_text(c) for c in cut]}
+            "evaluation": escape_unsafe(ref.rsplit("/instances/", 1)[0]) if instance else None,
+            "files": sorted(escape_unsafe(n) for n in names), "cut": [escape_unsafe(c) for c in cut]}
 
 
 # ---------------------------------------------------------------- evaluations

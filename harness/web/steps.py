@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from harness.core.records import RecordError, SessionResult
-from harness.tools.outbound.preview import safe_text
 from harness.web.records import LINE_CAP, TEXT_CAP, Damaged, NotFound, open_regular, parse_json, read_record
 from harness.web.runs import LIVE_SECONDS, STEP_PAGE, Roots, css_class, fold, mtime, safe_tree
+from sandbox.text import escape_unsafe
 
 TRAJECTORY_CAP = 256 * 2**20  # bytes of a trajectory indexed (a 10,000-step run is 15 MB)
 MAX_LINES = 1_000_000         # lines of a trajectory indexed
@@ -133,7 +133,7 @@ def _cut_step(line: Line) -> dict[str, Any]:
     why = (f"line {line.number + 1} is {line.length:,} bytes, over the {LINE_CAP:,}-byte cap for one line: not read; "
            f"its first {len(line.data):,} bytes: ")
     return {"index": line.number, "role": "invalid", "role_class": "invalid", "cut": why.split(";")[0],
-            "blocks": [{"type": "text", **fold(safe_text(why + line.data.decode("utf-8", "backslashreplace")))}]}
+            "blocks": [{"type": "text", **fold(escape_unsafe(why + line.data.decode("utf-8", "backslashreplace")))}]}
 
 
 def _step(line: Line) -> dict[str, Any]:
@@ -145,7 +145,7 @@ def _step(line: Line) -> dict[str, Any]:
         data = parse_json(line.data, f"line {number + 1}")
     except Damaged as exc:
         return {"index": number, "role": "invalid", "role_class": "invalid", "blocks": [
-            {"type": "text", **fold(safe_text(f"{exc}: " + line.data[:SHOWN_OF_CUT].decode("utf-8",
+            {"type": "text", **fold(escape_unsafe(f"{exc}: " + line.data[:SHOWN_OF_CUT].decode("utf-8",
                                                                                             "backslashreplace")))}]}
     if not isinstance(data, dict):
         data = {"role": "invalid", "content": [{"type": "text", "text": repr(data)[:SHOWN_OF_CUT]}]}
@@ -155,7 +155,7 @@ def _step(line: Line) -> dict[str, Any]:
         content = [{"type": "text", "text": content}]
     blocks = [_block(i, block, _timings(meta)) for i, block in enumerate(content if isinstance(content, list) else [])
               if isinstance(block, dict) and block.get("type") in ("text", "tool_use", "tool_result")]
-    role = safe_text(str(data.get("role", "?")))
+    role = escape_unsafe(str(data.get("role", "?")))
     step_meta = {k: meta[k] for k in ("turn", "stop_reason", "usage") if k in meta}
     return {"index": number, "role": role, "role_class": css_class(data.get("role"), ROLES),
             "meta": safe_tree(step_meta), "blocks": blocks}
@@ -169,17 +169,17 @@ def _timings(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def _block(i: int, block: dict[str, Any], timings: dict[str, dict[str, Any]]) -> dict[str, Any]:
     kind = block.get("type")
     if kind == "tool_use":
-        return {"type": "tool_use", "block": i, "id": safe_text(str(block.get("id", ""))),
-                "name": safe_text(str(block.get("name", ""))),
-                "input": fold(safe_text(json.dumps(block.get("input"), indent=2, ensure_ascii=False)))}
+        return {"type": "tool_use", "block": i, "id": escape_unsafe(str(block.get("id", ""))),
+                "name": escape_unsafe(str(block.get("name", ""))),
+                "input": fold(escape_unsafe(json.dumps(block.get("input"), indent=2, ensure_ascii=False)))}
     if kind == "tool_result":
         call = str(block.get("tool_use_id", ""))
         timing = timings.get(call, {})
-        return {"type": "tool_result", "block": i, "tool_use_id": safe_text(call),
+        return {"type": "tool_result", "block": i, "tool_use_id": escape_unsafe(call),
                 "is_error": bool(block.get("is_error")), "error_kind": safe_tree(block.get("error_kind")),
                 "name": safe_tree(timing.get("name")), "seconds": safe_tree(timing.get("seconds")),
-                "details": safe_tree(timing.get("details")), **fold(safe_text(str(block.get("content", ""))))}
-    return {"type": "text", "block": i, **fold(safe_text(str(block.get("text", ""))))}
+                "details": safe_tree(timing.get("details")), **fold(escape_unsafe(str(block.get("content", ""))))}
+    return {"type": "text", "block": i, **fold(escape_unsafe(str(block.get("text", ""))))}
 
 
 def steps_view(roots: Roots, trajectories: Trajectories, ref: str, start: int,
@@ -192,7 +192,7 @@ def steps_view(roots: Roots, trajectories: Trajectories, ref: str, start: int,
     steps = [_step(line) for line in trajectories.lines(path, max(0, start), max(1, min(limit, 1000)))]
     live = time.time() - (mtime(path) or 0.0) < LIVE_SECONDS and not _finished(folder)
     return {"total": len(index.offsets) - 1, "start": start, "steps": steps, "live": live,
-            "cut": [safe_text(c) for c in index.cuts()]}
+            "cut": [escape_unsafe(c) for c in index.cuts()]}
 
 
 def _finished(folder: Path) -> bool:
@@ -224,4 +224,4 @@ def block_view(roots: Roots, trajectories: Trajectories, ref: str, line: int, bl
         text = json.dumps(chosen.get("input"), indent=2, ensure_ascii=False)
     else:
         text = str(chosen.get("text", chosen.get("content", "")))
-    return {"text": safe_text(text[:TEXT_CAP]), "chars": len(text), "cut": len(text) > TEXT_CAP}
+    return {"text": escape_unsafe(text[:TEXT_CAP]), "chars": len(text), "cut": len(text) > TEXT_CAP}

@@ -23,10 +23,10 @@ import requests
 from docker.types import LogConfig, Mount, Ulimit
 
 from sandbox.api import AGENT_UID, WORKDIR, Limits, SandboxSpec
-from sandbox.channel import Channel
 from sandbox.deployment.lifeline import UNTIED_COMMAND, Lifeline, start_tied
 from sandbox.docker_client import client_or_default
 from sandbox.errors import ImageError, SandboxError, SandboxUnavailable
+from sandbox.host_channel import Channel
 from sandbox.reaper import links_root, owner_labels, reap
 
 # SHELL and HOME set spare every bash start a passwd lookup (nsswitch.conf, /etc/passwd: two file opens,

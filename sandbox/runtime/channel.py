@@ -13,9 +13,9 @@ from typing import NoReturn, TypeVar
 
 from sandbox import _protocol as protocol
 from sandbox.api import OUTPUT_DIR, WORKDIR, ExecResult, FileData, StreamCapture, WriteOutcome
-from sandbox.channel import Channel
 from sandbox.errors import ChannelClosed, ChannelError, CopyError, SandboxError
-from sandbox.text import safe_text
+from sandbox.host_channel import Channel
+from sandbox.text import escape_output
 
 A = TypeVar("A")
 
@@ -141,9 +141,9 @@ def _expect(answer: protocol.Answer, cls: type[A]) -> A:
 
 
 def _capture(s: protocol.StreamAnswer) -> StreamCapture:
-    return StreamCapture(head=safe_text(s.head), tail=safe_text(s.tail), total_bytes=s.total_bytes,
+    return StreamCapture(head=escape_output(s.head), tail=escape_output(s.tail), total_bytes=s.total_bytes,
                          total_lines=s.total_lines, truncated=s.truncated,
-                         error_lines=tuple((e.line, safe_text(e.text)) for e in s.error_lines),
+                         error_lines=tuple((e.line, escape_output(e.text)) for e in s.error_lines),
                          error_lines_total=s.error_lines_total, saved_path=s.saved_path, saved_bytes=s.saved_bytes,
                          scanned_bytes=s.scanned_bytes)
 

@@ -40,12 +40,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Concatenate, NoReturn, ParamSpec, TypeVar
 
-from sandbox import copy as copying
+from sandbox import transfer
 from sandbox._protocol import RemoteError
 from sandbox.api import OUTPUT_DIR, STATE_DIR, WORKDIR, ExecResult, FileData, StreamCapture, WriteOutcome
 from sandbox.errors import SandboxError
 from sandbox.runtime.channel import raise_remote
-from sandbox.text import safe_text
+from sandbox.text import escape_output
 
 HARNESS_TMP = posixpath.dirname(OUTPUT_DIR)   # /tmp/harness: saved outputs and per-session state
 MAPPED = (WORKDIR, HARNESS_TMP)
@@ -183,14 +183,14 @@ class LocalRuntime:
     @_one_at_a_time
     def copy_in(self, src: Path, dest: str = WORKDIR) -> None:
         """See `Sandbox.copy_in` (the same packing and caps as the Docker sandbox's)."""
-        data = copying.pack_directory(src, self.max_copy_bytes, self.max_copy_files)
-        copying.safe_extract(data, self.host(dest), self.max_copy_bytes, self.max_copy_files)
+        data = transfer.pack_directory(src, self.max_copy_bytes, self.max_copy_files)
+        transfer.safe_extract(data, self.host(dest), self.max_copy_bytes, self.max_copy_files)
 
     @_one_at_a_time
     def copy_out(self, dest: Path, src: str = WORKDIR) -> list[str]:
         """See `Sandbox.copy_out` (the same checks on the way out as the Docker sandbox's)."""
-        data = copying.pack_directory(self.host(src), self.max_copy_bytes, self.max_copy_files)
-        return copying.safe_extract(data, dest, self.max_copy_bytes, self.max_copy_files)
+        data = transfer.pack_directory(self.host(src), self.max_copy_bytes, self.max_copy_files)
+        return transfer.safe_extract(data, dest, self.max_copy_bytes, self.max_copy_files)
 
     def restart_channel(self) -> None:
         """Nothing to restart: there is no channel."""
@@ -220,13 +220,14 @@ class LocalRuntime:
                 if line and found.search(line):
                     total_errors += 1
                     if len(errors) < ERROR_LINES_KEPT:
-                        errors.append((number, safe_text(line[:ERROR_LINE_BYTES])))
+                        errors.append((number, escape_output(line[:ERROR_LINE_BYTES])))
         over_bytes, over_lines = save_over
         cut = truncated or bool(over_bytes and len(data) > over_bytes) or bool(over_lines and lines > over_lines)
         saved = data[:SAVE_BYTES] if cut and save else b""
         if saved:
             self.host(save_path).write_bytes(saved)
-        return StreamCapture(head=safe_text(head), tail=safe_text(tail), total_bytes=len(data), total_lines=lines,
+        return StreamCapture(head=escape_output(head), tail=escape_output(tail), total_bytes=len(data),
+                             total_lines=lines,
                              truncated=truncated, error_lines=tuple(errors), error_lines_total=total_errors,
                              saved_path=save_path if saved else None, saved_bytes=len(saved))
 

@@ -31,7 +31,7 @@ NAP = 0.0005
 _MADE: set[str] = set()
 
 
-def run_command(req: ExecRequest, number: int, sweep: Sweep, shell: WaitingShell) -> ExecAnswer | SpawnFailed:
+def run_exec_request(req: ExecRequest, number: int, sweep: Sweep, shell: WaitingShell) -> ExecAnswer | SpawnFailed:
     """Run `req.command` (the session's command `number`) and answer with its bounded output."""
     out_dir = req.output_dir
     if out_dir and out_dir not in _MADE:

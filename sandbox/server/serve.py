@@ -15,7 +15,7 @@ from typing import IO, TYPE_CHECKING, Any
 from sandbox import _protocol as p
 from sandbox.server import files
 from sandbox.server.guard import make_undumpable
-from sandbox.server.loop import run_command
+from sandbox.server.loop import run_exec_request
 from sandbox.server.processes import Sweep, WaitingShell
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ class Server:
             req = p.request_from_dict(frame)
             if isinstance(req, p.ExecRequest):
                 self.commands += 1
-                answer: p.Answer = run_command(req, self.commands, self.sweep, self.shell)
+                answer: p.Answer = run_exec_request(req, self.commands, self.sweep, self.shell)
             elif isinstance(req, p.ReadRequest):
                 answer = files.read_file(req)
             elif isinstance(req, p.WriteRequest):

@@ -14,8 +14,8 @@ from harness.approval.queue import ApprovalQueue
 from harness.config import Config, load
 from harness.errors import ApprovalDenied, ConfigError, ToolArgumentsError
 from harness.tools.base import Effect, ToolContext
-from harness.tools.outbound.preview import safe_ident, safe_text
 from harness.tools.outbound.registry import outbound_tools
+from sandbox.text import escape_ident, escape_unsafe
 from tests.approval.helpers import CountingServer, harness_cli
 
 
@@ -108,9 +108,9 @@ def test_the_preview_shows_every_header_and_lookalike_hosts_escaped(tmp_path: Pa
 
 
 def test_safe_text_makes_active_and_invisible_characters_visible() -> None:
-    assert safe_text("\x1b[31mred\r\u2028\u2066x\ufeff") == "\\x1b[31mred\\x0d\\u2028\\u2066x\\ufeff"
-    assert safe_text("café — naïve\n\tok") == "café — naïve\n\tok"          # ordinary text untouched
-    assert safe_ident("exаmple.com\n") == "ex\\u0430mple.com\\x0a"
+    assert escape_unsafe("\x1b[31mred\r\u2028\u2066x\ufeff") == "\\x1b[31mred\\x0d\\u2028\\u2066x\\ufeff"
+    assert escape_unsafe("café — naïve\n\tok") == "café — naïve\n\tok"          # ordinary text untouched
+    assert escape_ident("exаmple.com\n") == "ex\\u0430mple.com\\x0a"
 
 
 def test_a_policy_file_with_mistakes_is_refused_with_every_problem(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from harness.evaluation.progress import SilentEvents
 from harness.evaluation.ray_cluster import LocalCluster, RayNode
 from harness.evaluation.report import InstanceRecord, read_done
 from harness.evaluation.stages import Stages
-from sandbox.copy import safe_extract
+from sandbox.transfer import safe_extract
 
 TASK_DIR = Path(__file__).resolve().parents[2] / "tasks" / "pagination"
 

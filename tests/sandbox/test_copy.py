@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.copy import safe_extract
 from sandbox.docker_sandbox import DockerSandbox
 from sandbox.errors import CopyError, SandboxError
+from sandbox.transfer import safe_extract
 from tests.sandbox.conftest import make_spec
 
 CAP_BYTES, CAP_FILES = 10 * 1024 * 1024, 1000

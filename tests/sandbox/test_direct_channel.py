@@ -1,5 +1,5 @@
 """The direct link: the channel moves off `docker exec`'s stream onto a unix socket in a read-only host
-folder, without giving the agent anything it did not have (see `sandbox/channel.py`)."""
+folder, without giving the agent anything it did not have (see `sandbox/host_channel.py`)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-import sandbox.channel as channel_module
 import sandbox.deployment.docker as deployment
+import sandbox.host_channel as channel_module
 import sandbox.reaper as reaper
 from sandbox import _protocol as p
-from sandbox.channel import Channel, _accept_token
 from sandbox.deployment.docker import LINK_DIR
 from sandbox.docker_sandbox import DockerSandbox
 from sandbox.errors import SandboxError
+from sandbox.host_channel import Channel, _accept_token
 from sandbox.reaper import links_root, reap_link_folders
 from tests.sandbox.conftest import make_spec, processes, run_python
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import copy as copying
+from sandbox import transfer
 from sandbox.docker_sandbox import PROJECT_ARCHIVE_LABEL, DockerSandbox
 from sandbox.errors import SandboxError
 from tests.sandbox.conftest import make_spec
@@ -21,7 +21,7 @@ ARCHIVE = "/opt/harness/project/workspace.tar"
 
 
 def _image_with_project(docker_client, base: str, project: Path, label: str) -> str:  # type: ignore[no-untyped-def]
-    packed = copying.pack_directory(project, 1 << 20, 100)
+    packed = transfer.pack_directory(project, 1 << 20, 100)
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:") as tar:
         top = tarfile.TarInfo("project")

@@ -43,7 +43,7 @@ from harness.evaluation.ray_backend import Outcome, connection, import_ray, quie
 from harness.evaluation.ray_resources import TaskResources
 from harness.evaluation.report import InstanceRecord, instance_dir, write_done
 from harness.evaluation.stages import Stages
-from sandbox.copy import pack_directory, safe_extract
+from sandbox.transfer import pack_directory, safe_extract
 
 MAX_BYTES = 2 * 1024 ** 3       # an instance folder or a task's files shipped between nodes
 MAX_FILES = 200_000

@@ -29,7 +29,7 @@ KEY_NOTE = ("\n\nThis action leaves the sandbox: it is held until a human (or th
 @dataclass(frozen=True)
 class Prepared:
     args: dict[str, Any]     # exactly what will run (JSON-serialisable); hashed when approved
-    preview: str             # what the human reads; model-given text already passed through safe_text
+    preview: str             # what the human reads; model-given text already passed through escape_unsafe
     # names in `args` that record what the host observed when preparing (git_push: the remote's tip), not
     # what the action is: a repeat of the key is compared on the other arguments only
     observed: tuple[str, ...] = ()

@@ -16,7 +16,8 @@ from harness.core import hostgit
 from harness.errors import ToolArgumentsError, ToolError
 from harness.tools.base import ToolContext
 from harness.tools.outbound.action import OutboundAction, Prepared
-from harness.tools.outbound.preview import field_lines, masked_url, safe_ident, safe_text
+from harness.tools.outbound.preview import field_lines, masked_url
+from sandbox.text import escape_ident, escape_unsafe
 
 EXAMPLE = {"remote": "origin", "branch": "fix-wordcount", "key": "push-fix-1"}
 MAX_BUNDLE_BYTES = 200 * 1024 * 1024
@@ -42,7 +43,7 @@ def _checked(args: tuple[str, ...], proc: subprocess.CompletedProcess[str], chec
              ) -> subprocess.CompletedProcess[str]:
     if check and proc.returncode != 0:
         raise ToolError(f"git {' '.join(args[:2])} failed on the host (exit {proc.returncode}): "
-                        f"{safe_text(proc.stderr.strip()[-1500:])}")
+                        f"{escape_unsafe(proc.stderr.strip()[-1500:])}")
     return proc
 
 
@@ -68,7 +69,7 @@ def _remote_url(config: Config, name: str) -> str:
     remotes = config.approval.git_remotes
     if name not in remotes:
         configured = sorted(remotes) or "none: the operator sets approval.git_remotes in the config"
-        raise ToolArgumentsError(f"git_push: remote {safe_ident(name)!r} is not configured; configured remotes: "
+        raise ToolArgumentsError(f"git_push: remote {escape_ident(name)!r} is not configured; configured remotes: "
                                  f"{configured}. Example call: {EXAMPLE}")
     return remotes[name]
 
@@ -78,14 +79,14 @@ def _prepare_with(config: Config) -> Any:
         name, branch = str(args["remote"]), str(args["branch"])
         url = _remote_url(config, name)
         if branch.startswith("-") or _git("check-ref-format", "--branch", branch, check=False).returncode != 0:
-            raise ToolArgumentsError(f"git_push: {safe_ident(branch)!r} is not a valid branch name; e.g. {EXAMPLE}")
+            raise ToolArgumentsError(f"git_push: {escape_ident(branch)!r} is not a valid branch name; e.g. {EXAMPLE}")
         with tempfile.TemporaryDirectory(prefix="harness-push-") as tmp:
             repo = _bundle_to_host(ctx, Path(tmp))
             tip = _git("rev-parse", "--verify", "-q", f"refs/heads/{branch}^{{commit}}", cwd=repo, check=False)
             if tip.returncode != 0:
                 have = _git("branch", "--format=%(refname:short)", cwd=repo).stdout.split()
-                raise ToolArgumentsError(f"git_push: the workspace has no branch {safe_ident(branch)!r}; it has "
-                                         f"{[safe_ident(b) for b in have]}")
+                raise ToolArgumentsError(f"git_push: the workspace has no branch {escape_ident(branch)!r}; it has "
+                                         f"{[escape_ident(b) for b in have]}")
             commit = tip.stdout.strip()
             base = _remote_tip(repo, url, branch)
             return _describe(repo, name, url, branch, commit, base)
@@ -103,9 +104,9 @@ def _remote_tip(repo: Path, url: str, branch: str) -> str | None:
 
 def _describe(repo: Path, name: str, url: str, branch: str, commit: str, base: str | None) -> Prepared:
     if base == commit:
-        raise ToolError(f"nothing to push: {safe_ident(name)}/{safe_ident(branch)} is already at {commit[:12]}")
+        raise ToolError(f"nothing to push: {escape_ident(name)}/{escape_ident(branch)} is already at {commit[:12]}")
     if base and _git("merge-base", "--is-ancestor", base, commit, cwd=repo, check=False).returncode != 0:
-        raise ToolError(f"{safe_ident(name)}/{safe_ident(branch)} has commits that your branch does not contain "
+        raise ToolError(f"{escape_ident(name)}/{escape_ident(branch)} has commits that your branch does not contain "
                         f"(remote at {base[:12]}); a push would be refused and force pushes are not offered. Push to a "
                         "new branch name instead.")
     span = f"{base}..{commit}" if base else commit
@@ -114,13 +115,13 @@ def _describe(repo: Path, name: str, url: str, branch: str, commit: str, base: s
     empty_tree = _git("hash-object", "-t", "tree", "/dev/null", cwd=repo).stdout.strip()
     stat = _git("diff", "--stat", base or empty_tree, commit, cwd=repo).stdout.rstrip().splitlines()
     hidden = masked_url(url) != url
-    fields = [("remote", f"{safe_ident(name)} = {safe_ident(masked_url(url))}"
+    fields = [("remote", f"{escape_ident(name)} = {escape_ident(masked_url(url))}"
                + ("  (*** = the user/password of the operator's configured URL, approval.git_remotes; used by "
                   "the host only)" if hidden else "")),
-              ("branch", safe_ident(branch) + ("  (new on the remote)" if base is None else "  (fast-forward)")),
+              ("branch", escape_ident(branch) + ("  (new on the remote)" if base is None else "  (fast-forward)")),
               ("commit", commit), ("commits", f"{count} to push" + (", first 50 listed" if int(count) > 50 else ""))]
-    lines = field_lines(fields) + ["  " + safe_text(line) for line in log] + ["diff stat:"]
-    lines += ["  " + safe_text(line) for line in stat[-60:]]
+    lines = field_lines(fields) + ["  " + escape_unsafe(line) for line in log] + ["diff stat:"]
+    lines += ["  " + escape_unsafe(line) for line in stat[-60:]]
     resolved = {"remote": name, "remote_url_sha256": hashlib.sha256(url.encode()).hexdigest(),
                 "branch": branch, "commit": commit, "base": base}
     return Prepared(args=resolved, preview="\n".join(lines), observed=("base",))
@@ -130,7 +131,7 @@ def _execute_with(config: Config) -> Any:
     def execute(args: dict[str, Any], ctx: ToolContext) -> str:
         url = _remote_url(config, args["remote"])
         if hashlib.sha256(url.encode()).hexdigest() != args["remote_url_sha256"]:
-            raise ToolError(f"the URL of remote {safe_ident(args['remote'])!r} changed since the push was approved; "
+            raise ToolError(f"the URL of remote {escape_ident(args['remote'])!r} changed since the push was approved; "
                             "nothing was pushed. Ask again with a new key.")
         with tempfile.TemporaryDirectory(prefix="harness-push-") as tmp:
             repo = _bundle_to_host(ctx, Path(tmp))
@@ -140,10 +141,11 @@ def _execute_with(config: Config) -> Any:
             refspec = f"{args['commit']}:refs/heads/{args['branch']}"
             pushed = _remote("push", "--porcelain", "--end-of-options", url, refspec, cwd=repo, check=False)
         if pushed.returncode != 0:
-            raise ToolError(f"git push to {safe_ident(args['remote'])}/{safe_ident(args['branch'])} was refused (exit "
-                            f"{pushed.returncode}): {safe_text(pushed.stderr.strip()[-1500:])}")
-        return (f"pushed {args['commit'][:12]} to {safe_ident(args['remote'])}/{safe_ident(args['branch'])} "
-                f"({safe_ident(masked_url(url))})\n{safe_text(pushed.stdout.strip())}")
+            raise ToolError(f"git push to {escape_ident(args['remote'])}/{escape_ident(args['branch'])} "
+                            "was refused (exit "
+                            f"{pushed.returncode}): {escape_unsafe(pushed.stderr.strip()[-1500:])}")
+        return (f"pushed {args['commit'][:12]} to {escape_ident(args['remote'])}/{escape_ident(args['branch'])} "
+                f"({escape_ident(masked_url(url))})\n{escape_unsafe(pushed.stdout.strip())}")
     return execute
 
 

@@ -25,14 +25,8 @@ from harness.tools.outbound.credentials import (
     credential_named,
     load_credentials,
 )
-from harness.tools.outbound.preview import (
-    body_preview,
-    field_lines,
-    has_non_ascii,
-    operator_value,
-    safe_ident,
-    safe_text,
-)
+from harness.tools.outbound.preview import body_preview, field_lines, has_non_ascii, operator_value
+from sandbox.text import escape_ident, escape_unsafe
 
 METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
 RESPONSE_SHOWN_CHARS = 8000
@@ -48,16 +42,16 @@ def _check(method: str, url: str, headers: dict[str, str], credential: Credentia
     problems = []
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        problems.append(f"url {safe_ident(url)!r} must be an absolute http:// or https:// URL, "
+        problems.append(f"url {escape_ident(url)!r} must be an absolute http:// or https:// URL, "
                         "e.g. \"https://example.org/api/items\"")
     for name, value in headers.items():
         if any(c in f"{name}{value}" for c in "\r\n\0") or not name.strip():
-            problems.append(f"header {safe_ident(name)!r} has an empty name or a CR/LF/NUL character")
+            problems.append(f"header {escape_ident(name)!r} has an empty name or a CR/LF/NUL character")
     if method not in METHODS:
-        problems.append(f"method {safe_ident(method)!r} must be one of {METHODS}")
+        problems.append(f"method {escape_ident(method)!r} must be one of {METHODS}")
     taken = {h.lower() for h in (credential.headers if credential else {})}
     for name in sorted(n for n in headers if n.lower() in taken):
-        problems.append(f"header {safe_ident(name)!r} is set by the operator for this URL (credential "
+        problems.append(f"header {escape_ident(name)!r} is set by the operator for this URL (credential "
                         f"{credential.name if credential else ''!r}); leave it out, the host adds it when the "
                         "request runs")
     return problems
@@ -73,12 +67,12 @@ def _prepare_with(state_dir: Path) -> Any:
         if problems:
             raise ToolArgumentsError("http_request: " + "; ".join(problems) + f". Example call: {EXAMPLE}")
         host = urlsplit(url).hostname or ""
-        fields = [("method", method), ("url", safe_ident(url)),
-                  ("host", safe_ident(host) + ("   (WARNING: non-ASCII characters in the host, shown escaped)"
+        fields = [("method", method), ("url", escape_ident(url)),
+                  ("host", escape_ident(host) + ("   (WARNING: non-ASCII characters in the host, shown escaped)"
                                                if has_non_ascii(host) else ""))]
-        fields += [(f"header {safe_ident(name)}", safe_text(value)) for name, value in sorted(headers.items())]
+        fields += [(f"header {escape_ident(name)}", escape_unsafe(value)) for name, value in sorted(headers.items())]
         if credential is not None:
-            fields += [(f"header {safe_ident(name)}", operator_value(credential.where))
+            fields += [(f"header {escape_ident(name)}", operator_value(credential.where))
                        for name in sorted(credential.headers)]
         lines = field_lines(fields) + body_preview(body)
         resolved = {"method": method, "url": url, "headers": headers, "body": body,
@@ -97,7 +91,7 @@ def _sent_headers(args: dict[str, Any], state_dir: Path) -> dict[str, str]:
     if (credential is None or not credential.covers(args["url"])
             or sorted(credential.headers) != args["credential_headers"]):
         raise ToolError(f"the operator credential {name!r} this request was approved with is gone, no longer "
-                        f"covers {safe_ident(args['url'])} or sets other headers than {args['credential_headers']}; "
+                        f"covers {escape_ident(args['url'])} or sets other headers than {args['credential_headers']}; "
                         "nothing was sent. Ask again with a new key.")
     return {**args["headers"], **credential.headers}
 
@@ -116,21 +110,21 @@ def _execute_with(timeout: float, max_bytes: int, state_dir: Path) -> Any:
             return _describe(exc.code, str(exc.reason), dict(exc.headers or {}), exc.read(max_bytes))
         except (TimeoutError, urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise ToolError(f"{args['method']} {safe_ident(args['url'])} failed before any response: "
-                            f"{safe_text(str(reason))}. Whether the server received it is unknown; it is not "
+            raise ToolError(f"{args['method']} {escape_ident(args['url'])} failed before any response: "
+                            f"{escape_unsafe(str(reason))}. Whether the server received it is unknown; it is not "
                             "retried under this key.") from exc
     return execute
 
 
 def _describe(status: int, reason: str, headers: dict[str, str], data: bytes) -> str:
-    lines = [f"HTTP {status} {safe_text(reason)}"]
+    lines = [f"HTTP {status} {escape_unsafe(reason)}"]
     if 300 <= status < 400 and "Location" in headers:
-        lines.append(f"redirect to {safe_ident(headers['Location'])} (not followed: ask for it with a new "
+        lines.append(f"redirect to {escape_ident(headers['Location'])} (not followed: ask for it with a new "
                      "request if you need it)")
-    lines += [f"{safe_ident(k)}: {safe_text(v)}" for k, v in headers.items()
+    lines += [f"{escape_ident(k)}: {escape_unsafe(v)}" for k, v in headers.items()
               if k.lower() in ("content-type", "content-length", "location", "date")]
     text = data.decode("utf-8", "replace")
-    shown = safe_text(text[:RESPONSE_SHOWN_CHARS])
+    shown = escape_unsafe(text[:RESPONSE_SHOWN_CHARS])
     cut = f"; first {RESPONSE_SHOWN_CHARS} characters shown" if len(text) > RESPONSE_SHOWN_CHARS else ""
     lines.append(f"\nbody ({len(data)} bytes{cut}):")
     return "\n".join(lines) + "\n" + shown

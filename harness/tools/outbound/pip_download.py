@@ -25,8 +25,9 @@ from harness.environments.wheelhouse import WheelhouseError, download_wheels
 from harness.errors import TaskError, ToolArgumentsError, ToolError
 from harness.tools.base import ToolContext
 from harness.tools.outbound.action import OutboundAction, Prepared
-from harness.tools.outbound.preview import field_lines, masked_url, operator_value, safe_ident
+from harness.tools.outbound.preview import field_lines, masked_url, operator_value
 from sandbox.api import quiet
+from sandbox.text import escape_ident
 
 WHEELHOUSE = "/tmp/harness/wheelhouse"
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -42,7 +43,8 @@ def _prepare_with(config: Config) -> Any:
         text = str(args["requirement"]).strip()
         req = Requirement(_requirement(text))
         if req.marker:
-            raise ToolArgumentsError(f"pip_download: requirement {safe_ident(text)!r} has an environment marker; only "
+            raise ToolArgumentsError(f"pip_download: requirement {escape_ident(text)!r} has an environment marker; "
+                                     "only "
                                      f"index packages are allowed, e.g. {EXAMPLE}")
         index = config.approval.pip_index_url or DEFAULT_INDEX
         version, platforms = _sandbox_target(ctx, config.sandbox.python)
@@ -54,8 +56,8 @@ def _prepare_with(config: Config) -> Any:
         if shown != index:
             shown += "  " + operator_value("user and password from the operator's pip index URL setting")
         preview = field_lines([
-            ("package", safe_ident(req.name)), ("version", safe_ident(str(req.specifier) or "(latest)")),
-            ("extras", safe_ident(",".join(sorted(req.extras)) or "(none)")), ("index", safe_ident(shown)),
+            ("package", escape_ident(req.name)), ("version", escape_ident(str(req.specifier) or "(latest)")),
+            ("extras", escape_ident(",".join(sorted(req.extras)) or "(none)")), ("index", escape_ident(shown)),
             ("python", f"{version}" + (f" on {platforms[0]} (+{len(platforms) - 1} compatible platform tags)"
                                        if platforms else " (platform: the host's)")),
             ("what runs", ("host: pip download --only-binary=:all: --no-deps per dependency level (wheels only, "
@@ -80,7 +82,7 @@ def _requirement(text: str) -> str:
     try:
         return checks.requirement(text, "pip_download", pinned=False)
     except TaskError as exc:
-        raise ToolArgumentsError(f"{safe_ident(str(exc))}; only index packages are allowed, e.g. {EXAMPLE}") from exc
+        raise ToolArgumentsError(f"{escape_ident(str(exc))}; only index packages are allowed, e.g. {EXAMPLE}") from exc
 
 
 def _download(args: dict[str, Any], index: str, dest: Path) -> list[Path]:

@@ -1,10 +1,10 @@
 """What a human judges before approving: previews built from model-given text, made safe to show.
 
-Everything the model wrote reaches the human through `safe_text` (free text: bodies, messages) or
-`safe_ident` (identifiers: hosts, URLs, package names, branches, header names). Both make invisible
+Everything the model wrote reaches the human through `sandbox.text.escape_unsafe` (free text: bodies, messages) or
+`sandbox.text.escape_ident` (identifiers: hosts, URLs, package names, branches, header names). Both make invisible
 or terminal-active characters visible as escapes, so a payload cannot recolour the terminal, move
 the cursor, reorder text with bidi overrides, hide characters with zero-width joiners, or forge a
-line that looks like our prompt. `safe_ident` also escapes every non-ASCII character, so a host such
+line that looks like our prompt. `escape_ident` also escapes every non-ASCII character, so a host such
 as ``exаmple.com`` (Cyrillic ``а``) shows as ``ex\\u0430mple.com``.
 
 Nothing the model sends is masked: the human approves what they can read. The only values a preview
@@ -14,26 +14,16 @@ hides are ones the operator supplied (a credential the host adds when the reques
 Renderers (console, web page, CLI) show previews inside a gutter (see `gutter`) and sanitise again
 when they display, because the database is not trusted to hold only clean text. Every other string
 they print that came from the model or the database (tool, key, session, decider, reason) goes
-through `safe_text` or `safe_ident` too; nothing is printed through a markup interpreter.
+through `escape_unsafe` or `escape_ident` too; nothing is printed through a markup interpreter.
 """
 
 from __future__ import annotations
 
 from urllib.parse import urlsplit, urlunsplit
 
-from sandbox.text import escape_ident, escape_unsafe
+from sandbox.text import escape_unsafe
 
 BODY_HEAD_CHARS = 2000
-
-
-def safe_text(text: str) -> str:
-    """Free text with every control, format and invisible character shown as an escape."""
-    return escape_unsafe(text)
-
-
-def safe_ident(text: str) -> str:
-    """An identifier shown in plain ASCII: anything else, and any whitespace but space, escaped."""
-    return escape_ident(text)
 
 
 def has_non_ascii(text: str) -> bool:
@@ -52,7 +42,8 @@ def masked_url(url: str) -> str:
 def operator_value(source: str) -> str:
     """How a preview shows a value the operator supplied (never one the model sent): hidden, with where
     it comes from."""
-    return f"(hidden: {safe_text(source)}; added by the host when the request runs, not stored, not shown to the model)"
+    return (f"(hidden: {escape_unsafe(source)}; added by the host when the request runs, not stored, "
+            "not shown to the model)")
 
 
 def body_preview(body: str | bytes | None, limit: int = BODY_HEAD_CHARS) -> list[str]:
@@ -67,7 +58,7 @@ def body_preview(body: str | bytes | None, limit: int = BODY_HEAD_CHARS) -> list
     shown = text[:limit]
     lines = [f"body: {len(raw)} bytes" + ("" if len(text) <= limit
                                           else f"; first {limit} of {len(text)} characters shown")]
-    lines += ["  " + line for line in safe_text(shown).split("\n")]
+    lines += ["  " + line for line in escape_unsafe(shown).split("\n")]
     return lines
 
 
@@ -78,6 +69,6 @@ def field_lines(fields: list[tuple[str, str]]) -> list[str]:
 
 def gutter(preview: str, request_id: int) -> str:
     """The preview framed for a terminal: every line of it behind "│ ", so none can pass for ours."""
-    body = "\n".join("│ " + line for line in safe_text(preview).split("\n"))
+    body = "\n".join("│ " + line for line in escape_unsafe(preview).split("\n"))
     return (f"┌─ outbound request #{request_id}: what will run if you approve ─\n{body}\n"
             f"└─ end of request #{request_id} ({preview.count(chr(10)) + 1} lines) ─")
