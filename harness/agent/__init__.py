@@ -10,16 +10,54 @@ framework adapters and grading's specs all come from it), `loop` (the agent loop
 `inplace` (repair in place: a task from an operator's folder, base.json for `harness apply`).
 """
 
-from harness.agent.assembly import (
-    Workspace,
-    WorkspaceKind,
-    open_task_workspace,
-    open_workspace,
-    sandbox_spec,
-    session_catalog,
-    session_image,
-    task_spec,
-)
+from typing import TYPE_CHECKING
 
-__all__ = ["Workspace", "WorkspaceKind", "open_task_workspace", "open_workspace", "sandbox_spec", "session_catalog",
-           "session_image", "task_spec"]
+from sandbox.surface import lazy_names
+
+__all__ = [
+    "GIT_ENV", "load_trajectory", "new_session_name", "open_task_workspace", "open_workspace",
+    "pinned_requirements", "read_problem", "repo_task", "RepoTask", "run_session", "sandbox_spec",
+    "selection_lines", "session_catalog", "session_image", "session_spec", "SessionOutcome", "StepEvent",
+    "StopReason", "task_meta", "task_spec", "Workspace", "WorkspaceKind", "write_base", "write_task_dir",
+]
+
+
+# Loaded on first use: a module of the package imported alone (history, trajectory) does not pay for the
+# whole loop (sandbox.surface).
+if TYPE_CHECKING:
+    from harness.agent.assembly import (
+        Workspace,
+        WorkspaceKind,
+        new_session_name,
+        open_task_workspace,
+        open_workspace,
+        sandbox_spec,
+        session_catalog,
+        session_image,
+        task_spec,
+    )
+    from harness.agent.inplace import (
+        RepoTask,
+        pinned_requirements,
+        read_problem,
+        repo_task,
+        selection_lines,
+        task_meta,
+        write_base,
+        write_task_dir,
+    )
+    from harness.agent.loop import StepEvent, StopReason
+    from harness.agent.session import SessionOutcome, run_session, session_spec
+    from harness.agent.trajectory import load_trajectory
+    from harness.agent.workspace import GIT_ENV
+
+__getattr__ = lazy_names(__name__, {
+    "harness.agent.assembly": ("Workspace", "WorkspaceKind", "new_session_name", "open_task_workspace",
+                               "open_workspace", "sandbox_spec", "session_catalog", "session_image", "task_spec"),
+    "harness.agent.inplace": ("RepoTask", "pinned_requirements", "read_problem", "repo_task", "selection_lines",
+                              "task_meta", "write_base", "write_task_dir"),
+    "harness.agent.loop": ("StepEvent", "StopReason"),
+    "harness.agent.session": ("SessionOutcome", "run_session", "session_spec"),
+    "harness.agent.trajectory": ("load_trajectory",),
+    "harness.agent.workspace": ("GIT_ENV",),
+})

@@ -4,6 +4,8 @@ Modules here import only the standard library, third-party libraries and the bot
 `harness.checks` and `harness.errors`; never session, loop, tools, models, approval, evaluation or cli.
 """
 
+from typing import TYPE_CHECKING
+
 from harness.core.records import (
     DoneRecord,
     EvalReport,
@@ -26,10 +28,65 @@ from harness.core.sources import (
     sources_root,
 )
 from harness.core.task import Environment, Task, check_task, find_task_dirs, load_task, task_from_meta
+from sandbox.surface import lazy_names
 
 __all__ = [
-    "DoneRecord", "EvalReport", "EvalRun", "InstanceReport", "InstanceStatus", "Record", "RecordError", "RunSettings",
-    "SessionResult",
-    "Environment", "GIT_IDENTITY", "PatchOutcome", "Task", "cache_dir", "check_patch", "check_task", "checkout_commit",
-    "extract_tarball", "find_task_dirs", "load_task", "patched_files", "sources_root", "task_from_meta",
+    "Applied", "apply_to_tree", "binary_changes", "binary_files", "BinaryChange", "BinaryPatchError", "blob_id",
+    "cache_dir", "check_branch", "check_meta", "check_patch", "check_task", "checkout_commit", "clone_url",
+    "commit_to_branch", "DEFAULT_URL_TEMPLATE", "describe", "describe_binary", "DoneRecord", "Environment",
+    "EvalReport", "EvalRun", "extract_tarball", "find_task_dirs", "GIT_IDENTITY", "hostgit", "InstanceReport",
+    "InstanceStatus", "listening_socket", "load_run", "load_task", "mirror_clone", "NothingToApply",
+    "patch_paths", "PatchConflict", "patched_files", "PatchOutcome", "ProjectFiles", "python_command", "Record",
+    "RecordError", "require_unchanged", "RunRecord", "RunSettings", "select_files", "SessionResult",
+    "SHOWN_BYTES", "shown_patch", "sources_root", "stage", "Task", "task_from_meta", "use_wal", "ZERO",
 ]
+
+
+# Names other packages use, loaded on first use: importing the package costs nothing (sandbox.surface).
+if TYPE_CHECKING:
+    from harness.core import hostgit
+    from harness.core.apply import (
+        Applied,
+        NothingToApply,
+        PatchConflict,
+        RunRecord,
+        apply_to_tree,
+        binary_files,
+        check_branch,
+        commit_to_branch,
+        describe_binary,
+        load_run,
+        patch_paths,
+        require_unchanged,
+    )
+    from harness.core.binary_patch import (
+        SHOWN_BYTES,
+        ZERO,
+        BinaryChange,
+        BinaryPatchError,
+        binary_changes,
+        blob_id,
+        describe,
+        shown_patch,
+    )
+    from harness.core.interpreter import python_command
+    from harness.core.listen import listening_socket
+    from harness.core.project import ProjectFiles, select_files, stage
+    from harness.core.sources import DEFAULT_URL_TEMPLATE, clone_url, mirror_clone
+    from harness.core.sqlite import use_wal
+    from harness.core.task import check_meta
+
+__getattr__ = lazy_names(__name__, {
+    "harness.core.apply": ("Applied", "NothingToApply", "PatchConflict", "RunRecord", "apply_to_tree", "binary_files",
+                           "check_branch", "commit_to_branch", "describe_binary", "load_run", "patch_paths",
+                           "require_unchanged"),
+    "harness.core.binary_patch": ("BinaryChange", "BinaryPatchError", "SHOWN_BYTES", "ZERO", "binary_changes",
+                                  "blob_id", "describe", "shown_patch"),
+    "harness.core.hostgit": ("hostgit",),
+    "harness.core.interpreter": ("python_command",),
+    "harness.core.listen": ("listening_socket",),
+    "harness.core.project": ("ProjectFiles", "select_files", "stage"),
+    "harness.core.sources": ("DEFAULT_URL_TEMPLATE", "clone_url", "mirror_clone"),
+    "harness.core.sqlite": ("use_wal",),
+    "harness.core.task": ("check_meta",),
+})

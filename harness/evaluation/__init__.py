@@ -7,13 +7,37 @@ parse the test log, the FAIL_TO_PASS/PASS_TO_PASS verdict), `backends/` (thread 
 session; nothing below imports it.
 """
 
+from typing import TYPE_CHECKING
+
 from harness.evaluation.grading import Grade, grade_patch
 from harness.evaluation.instance_files import Prediction, load_instances, load_predictions
 from harness.evaluation.one_instance import evaluate_instance
 from harness.evaluation.report import InstanceRecord
 from harness.evaluation.runner import run_evaluation
+from sandbox.surface import lazy_names
 
 __all__ = [
-    "Grade", "InstanceRecord", "Prediction", "evaluate_instance", "grade_patch", "load_instances",
-    "load_predictions", "run_evaluation",
+    "check_address", "check_repo_urls", "DEFAULT_RESERVE_GIB", "EvalOptions", "evaluate_instance",
+    "export_instances", "Grade", "grade_patch", "import_ray", "InstanceRecord", "LineEvents", "LiveEvents",
+    "load_instances", "load_predictions", "parse_log", "Prediction", "raise_problems", "read_jsonl",
+    "repository_summary", "run_evaluation", "run_preflight", "summary_table",
 ]
+
+
+# Names other packages use, loaded on first use: importing the package costs nothing (sandbox.surface).
+if TYPE_CHECKING:
+    from harness.evaluation.instance_files import export_instances, read_jsonl
+    from harness.evaluation.log_parsers import parse_log
+    from harness.evaluation.options import EvalOptions
+    from harness.evaluation.preflight import DEFAULT_RESERVE_GIB, check_repo_urls, raise_problems, run_preflight
+    from harness.evaluation.progress import LineEvents, LiveEvents, repository_summary, summary_table
+    from harness.evaluation.ray_backend import check_address, import_ray
+
+__getattr__ = lazy_names(__name__, {
+    "harness.evaluation.instance_files": ("export_instances", "read_jsonl"),
+    "harness.evaluation.log_parsers": ("parse_log",),
+    "harness.evaluation.options": ("EvalOptions",),
+    "harness.evaluation.preflight": ("DEFAULT_RESERVE_GIB", "check_repo_urls", "raise_problems", "run_preflight"),
+    "harness.evaluation.progress": ("LineEvents", "LiveEvents", "repository_summary", "summary_table"),
+    "harness.evaluation.ray_backend": ("check_address", "import_ray"),
+})

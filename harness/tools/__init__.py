@@ -13,23 +13,38 @@ JSON Schema validator (170 ms of a worker's start).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from sandbox.surface import lazy_names
 
 if TYPE_CHECKING:
-    from harness.tools.base import Approver, Effect, Tool, ToolContext, error_kind, key_schema
-    from harness.tools.catalog import Catalog, default_catalog
+    from harness.tools.base import Approver, Effect, Observation, Tool, ToolContext, error_kind, key_schema
+    from harness.tools.catalog import Catalog, default_catalog, unknown_tool_message
+    from harness.tools.outbound.action import OutboundAction, Prepared, outbound_tool
+    from harness.tools.outbound.preview import field_lines, gutter
+    from harness.tools.outbound.registry import outbound_tools
+    from harness.tools.retrieval.chunk_cache import shared_cache
+    from harness.tools.retrieval.code_index import CodeIndex
+    from harness.tools.retrieval.find_code import warm_index
+    from harness.tools.schema import regular_expressions, schema_problems
+    from harness.tools.shell.bash import budget_of, run_command
 
-__all__ = ["Approver", "Catalog", "Effect", "Tool", "ToolContext", "default_catalog", "error_kind", "key_schema"]
+__all__ = [
+    "Approver", "Catalog", "CodeIndex", "default_catalog", "Effect", "error_kind", "field_lines", "gutter",
+    "key_schema", "Observation", "outbound_tool", "outbound_tools", "OutboundAction", "Prepared",
+    "regular_expressions", "run_command", "budget_of", "schema_problems", "shared_cache", "Tool", "ToolContext",
+    "unknown_tool_message", "warm_index",
+]
 
-_MODULE = {"Approver": "base", "Effect": "base", "Tool": "base", "ToolContext": "base", "error_kind": "base",
-           "key_schema": "base", "Catalog": "catalog", "default_catalog": "catalog"}
-
-
-def __getattr__(name: str) -> Any:
-    module = _MODULE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"harness.tools.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, {
+    "harness.tools.base": ("Approver", "Effect", "Observation", "Tool", "ToolContext", "error_kind", "key_schema"),
+    "harness.tools.catalog": ("Catalog", "default_catalog", "unknown_tool_message"),
+    "harness.tools.outbound.action": ("OutboundAction", "Prepared", "outbound_tool"),
+    "harness.tools.outbound.preview": ("field_lines", "gutter"),
+    "harness.tools.outbound.registry": ("outbound_tools",),
+    "harness.tools.retrieval.chunk_cache": ("shared_cache",),
+    "harness.tools.retrieval.code_index": ("CodeIndex",),
+    "harness.tools.retrieval.find_code": ("warm_index",),
+    "harness.tools.schema": ("regular_expressions", "schema_problems"),
+    "harness.tools.shell.bash": ("budget_of", "run_command"),
+})

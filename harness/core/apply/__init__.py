@@ -26,7 +26,7 @@ Raises `TaskError` for bad input (run folder, base.json, patch, branch name), `P
 `TaskError` carrying `.changes`) when the folder or the commit no longer holds what the run started from,
 and `UnsafePathError` when a run file is a link.
 
-One job per module: run_folder.py reads and checks a run folder (`load_run`); patch_paths.py reads the
+One job per module: run_folder.py reads and checks a run folder (`load_run`); diff_paths.py reads the
 paths a patch touches; target.py compares the folder with base.json; tree.py writes the patch into the
 folder; branch.py commits it to a new branch; binary.py shows what binary changes write; values.py holds
 the values and errors they pass; _git.py runs git for them.
@@ -34,7 +34,7 @@ the values and errors they pass; _git.py runs git for them.
 
 from harness.core.apply.binary import binary_files, describe_binary
 from harness.core.apply.branch import check_branch, commit_to_branch
-from harness.core.apply.patch_paths import patch_paths
+from harness.core.apply.diff_paths import patch_paths
 from harness.core.apply.run_folder import load_run
 from harness.core.apply.target import changes_since, require_unchanged
 from harness.core.apply.tree import apply_to_tree

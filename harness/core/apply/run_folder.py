@@ -16,7 +16,7 @@ from unidiff.patch import PatchSet
 from harness import checks
 from harness.core import hostgit
 from harness.core.apply._git import find_place, rev, said
-from harness.core.apply.patch_paths import patch_paths
+from harness.core.apply.diff_paths import patch_paths
 from harness.core.apply.values import BASE_FILE, PATCH_FILE, Mode, NothingToApply, RunRecord
 from harness.errors import TaskError, UnsafePathError
 
