@@ -65,8 +65,14 @@ def replay_one(recording: Recording, row: dict[str, Any], args: argparse.Namespa
                         output_path=out / f"{recording.instance_id}.traj.json")
     (out / f"{recording.instance_id}.patch").write_text(result.submission)
     diff = result.first_difference
+    replayed = [str(m.get("content")) for m in result.messages if m.get("role") == "user"][1:]
+    same = sum(a == b for a, b in zip(recording.observations, replayed, strict=False))
+    reordered = sum(a != b and sorted(a.splitlines()) == sorted(b.splitlines())
+                    for a, b in zip(recording.observations, replayed, strict=False))
     return {"instance_id": recording.instance_id, "steps": result.steps, "recorded_steps": len(recording.replies),
             "seconds": round(result.seconds, 1), "exit_status": result.exit_status,
+            "observations_identical": same, "observations_reordered_only": reordered,
+            "observations_recorded": len(recording.observations),
             "patch_identical": same_patch(result.submission, published), "task_message_identical": result.task_matches,
             "first_differing_observation": None if diff is None else
             {"step": diff[0], "recorded": diff[1][:2000], "replayed": diff[2][:2000]},
@@ -75,13 +81,14 @@ def replay_one(recording: Recording, row: dict[str, Any], args: argparse.Namespa
 
 def print_table(results: list[dict[str, Any]]) -> None:
     print("| instance | steps (recorded) | replay wall | patch identical | verdict: ours / official | matched |"
-          " first differing observation |")
-    print("|---|---|---|---|---|---|---|")
+          " observations identical (+ same lines reordered) | first differing |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in results:
         diff = r["first_differing_observation"]
         print(f"| {r['instance_id']} | {r['steps']} ({r['recorded_steps']}) | {r['seconds']:.0f} s | "
               f"{'yes' if r['patch_identical'] else 'no'} | {r['ours']} / {r['official']} | "
-              f"{'yes' if r['verdict_matched'] else 'no'} | {'none' if diff is None else diff['step']} |")
+              f"{'yes' if r['verdict_matched'] else 'no'} | {r['observations_identical']}/{r['observations_recorded']}"
+              f" (+{r['observations_reordered_only']}) | {'none' if diff is None else diff['step']} |")
 
 
 def main() -> int:
