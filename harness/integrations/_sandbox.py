@@ -58,6 +58,16 @@ class Target:
     kind: WorkspaceKind = "adapter"             # the `harness.kind` label (which adapter made it)
     labels: dict[str, str] = field(default_factory=dict)
 
+    @classmethod
+    def from_config(cls, kind: WorkspaceKind, *, project: str | None = None, task: str | None = None,
+                    instances: str | None = None, instance_id: str | None = None, repos: str | None = None,
+                    image: str | None = None) -> Target:
+        """The target an adapter's config names with strings (paths expanded, empty ones absent)."""
+        def path(value: str | None) -> Path | None:
+            return Path(value).expanduser() if value else None
+        return cls(task=path(task), instances=path(instances), instance_id=instance_id, repos=path(repos),
+                   project=path(project), image=image, kind=kind)
+
     def __post_init__(self) -> None:
         named = [n for n, v in (("task", self.task), ("instances", self.instances), ("project", self.project)) if v]
         if len(named) > 1:

@@ -78,10 +78,8 @@ class HarnessSandboxConfig(BaseModel):
     image: str | None = None
 
     def target(self) -> Target:
-        def path(value: str | None) -> Path | None:
-            return Path(value).expanduser() if value else None
-        return Target(task=path(self.task), instances=path(self.instances), instance_id=self.instance_id,
-                      repos=path(self.repos), project=path(self.project), image=self.image, kind="inspect")
+        return Target.from_config("inspect", project=self.project, task=self.task, instances=self.instances,
+                                  instance_id=self.instance_id, repos=self.repos, image=self.image)
 
 
 def config_target(config: SandboxEnvironmentConfigType | None, metadata: dict[str, Any] | None = None) -> Target:

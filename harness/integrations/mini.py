@@ -29,7 +29,6 @@ import shlex
 import subprocess
 import weakref
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from minisweagent.exceptions import Submitted
@@ -68,10 +67,8 @@ class HarnessEnvironmentConfig:
     image: str | None = None
 
     def target(self) -> Target:
-        def path(value: str | None) -> Path | None:
-            return Path(value).expanduser() if value else None
-        return Target(task=path(self.task), instances=path(self.instances), instance_id=self.instance_id,
-                      repos=path(self.repos), project=path(self.project), image=self.image, kind="mini")
+        return Target.from_config("mini", project=self.project, task=self.task, instances=self.instances,
+                                  instance_id=self.instance_id, repos=self.repos, image=self.image)
 
 
 def make_config(kwargs: dict[str, Any]) -> HarnessEnvironmentConfig:
