@@ -28,7 +28,7 @@ def _evaluate(model: str, out: Path, config_and_secrets, pool: int = 0,  # type:
     tasks = [load_task(d) for d in find_task_dirs([TASKS])]
     config, secrets = config_and_secrets
     options = EvalOptions(out_dir=out, model=model, workers=2, labels=TEST_LABELS, pool=pool)
-    return run_evaluation(tasks, options, config, secrets, events=events)
+    return run_evaluation(tasks, options, config, secrets, events=events).to_dict()
 
 
 def test_gold_resolves_every_shipped_task_and_empty_resolves_none(tmp_path, docker_client, config_and_secrets):
