@@ -38,6 +38,7 @@ from harness.errors import HarnessError
 from harness.integrations._sandbox import AdapterSandbox, Target, open_for_adapter, sandbox_path
 from sandbox.api import WORKDIR, ExecResult, StreamCapture
 from sandbox.errors import ChannelClosed
+from sandbox.text import escape_ident
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +104,7 @@ class HarnessEnvironment:
         probe = self.sandbox.box.exec(f"test -r {shlex.quote(path)}", timeout=30, save_output=False)
         if probe.exit_code != 0:
             self.config.env = {k: v for k, v in self.config.env.items() if k != "BASH_ENV"}
-            logger.warning("BASH_ENV=%s is not readable by the sandbox's user: left out", path)
+            logger.warning("BASH_ENV=%s is not readable by the sandbox's user: left out", escape_ident(path))
 
     def execute(self, action: dict[str, Any], cwd: str = "", *, timeout: int | None = None) -> dict[str, Any]:
         """Run `action["command"]` in the sandbox; mini's output dict. Raises `Submitted` when the
