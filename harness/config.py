@@ -80,6 +80,8 @@ class LoopConfig:
     max_repeats: int = 4          # the same calls (or an empty reply) this many times in a row: stop as `stuck`
     attempts: int = 1             # Reflexion: attempts while the task's tests fail (1 = no retry)
     test_timeout: float = 600.0   # seconds allowed for the task's test command after an attempt
+    agent: str | None = None      # a third-party agent inside the sandbox instead of this loop (`--agent`:
+                                  # NAME, NAME==VERSION or cmd:COMMAND, harness.external.parse_agent)
 
 
 @dataclass(frozen=True)

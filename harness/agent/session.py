@@ -254,10 +254,10 @@ def prompt(name: str, **values: Any) -> str:
 
 
 def write_result(path: Path, task: Task, outcome: SessionOutcome, config: Config, image: str, *,
-                 resumed_from: Path | None = None) -> None:
+                 resumed_from: Path | None = None, agent: str | None = None) -> None:
     """result.json: what happened, measured, with the resolved config (secrets are not in Config)."""
     result = SessionResult(
-        task=task.id, model=outcome.model, stop_reason=outcome.stop_reason,
+        task=task.id, model=outcome.model, agent=agent, stop_reason=outcome.stop_reason,
         finished=outcome.stop_reason == "end", final_text=outcome.final_text, turns=outcome.turns,
         usage=dataclasses.asdict(outcome.usage), cost_usd=outcome.cost_usd, tests_passed=outcome.tests_passed,
         tests_where=_where(outcome), test_cmd=task.test_cmd,

@@ -23,6 +23,7 @@ from rich.text import Text
 from harness import checks
 from harness.agent.inplace import RepoTask, read_problem, repo_task, selection_lines, write_base
 from harness.agent.loop import StepEvent, StopReason
+from harness.agent.external import run_external_session
 from harness.agent.session import SessionOutcome, run_session, session_image
 from harness.approval.wiring import resolve_mode
 from harness.cli.common import EXIT_FAILED, EXIT_INFRA, print_safe, safe_line, stderr_progress
@@ -30,6 +31,7 @@ from harness.config import APPROVAL_MODES, Config, Secrets, load
 from harness.core.records import SessionResult
 from harness.core.task import Task, load_task
 from harness.errors import ConfigError, TaskError
+from harness.external import parse_agent
 from harness.mcp.connect import start_servers
 from harness.mcp.specs import parse_server
 from harness.models.factory import make_model, resolve_auto, running
@@ -93,6 +95,10 @@ def apply_budgets(config: Config, args: argparse.Namespace) -> Config:
 def add_session_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="anthropic:MODEL, openai:MODEL, local:gemma3-270m, scripted:PATH, gold, empty "
                                    "(default: HARNESS_MODEL, else by the API key found)")
+    p.add_argument("--agent", metavar="NAME",
+                   help="run a third-party agent inside the sandbox instead of the harness's own loop, its model "
+                        "calls answered through the host's gateway: mini-swe-agent, aider (NAME==VERSION pins "
+                        "one), or 'cmd:COMMAND' for any other (docs/agents.md), e.g. --agent mini-swe-agent")
     p.add_argument("--max-turns", type=int, help="model calls per attempt (default 40)")
     p.add_argument("--tool-format", choices=["auto", "native", "react"],
                    help="native tool calls or a ReAct text prompt; auto (default): native, except for local: "
@@ -134,6 +140,9 @@ def apply_options(config: Config, args: argparse.Namespace) -> Config:
         model = dataclasses.replace(model, tool_format=args.tool_format)
     if args.base_url:
         model = dataclasses.replace(model, base_url=args.base_url)
+    if getattr(args, "agent", None):
+        parse_agent(args.agent)        # a bad name fails here, before any build
+        loop = dataclasses.replace(loop, agent=args.agent)
     for name in ("max_turns", "attempts"):
         value = getattr(args, name)
         if value is not None:
@@ -260,12 +269,20 @@ def default_out(task: Task, repo: RepoTask | None = None, config: Config | None 
 
 def execute(task: Task, config: Config, secrets: Secrets, out: Path, *,
             resume_from: Path | None = None) -> SessionOutcome:
-    """Make the model, build the images if needed, run the session with live progress on stderr."""
-    model = make_model(config.model.spec, config, secrets, task=task)     # a bad spec fails before any build
+    """Make the model, build the images if needed, run the session with live progress on stderr: the
+    harness's own loop, or the third-party agent `config.loop.agent` inside the sandbox."""
+    agent = parse_agent(config.loop.agent) if config.loop.agent else None
+    if agent is not None and resume_from is not None:
+        raise ConfigError("--resume continues a run of the harness's own loop; a third-party agent's run starts "
+                          f"anew: drop --resume, e.g. harness run {task.repo_dir.parent} --agent {agent.label}")
+    model = make_model(config.model.spec, config, secrets, task=task,   # a bad spec fails before any build
+                       for_agent=agent is not None)
     record_output(config.approval.state_dir, out)      # so `harness web` finds it wherever it is
     image = session_image(task, config, progress=stderr_progress("environment"))
     with running(model, say=stderr_progress("model")), \
             LiveProgress(task, model.name, spinner=_may_prompt(config) is False) as progress:
+        if agent is not None:
+            return run_external_session(task, agent, model, config, out, image=image, progress=progress)
         return run_session(task, model, config, out, image=image, secrets=secrets, progress=progress,
                            resume_from=resume_from)
 

@@ -32,6 +32,7 @@ class SessionResult(Record):
     SCHEMA_VERSION = 1
     task: str | None = None
     model: str | None = None
+    agent: str | None = None          # a third-party agent inside the sandbox (None: the harness's own loop)
     stop_reason: str | None = None
     finished: bool | None = None
     final_text: str | None = None

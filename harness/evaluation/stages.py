@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import checks
+from harness.agent.external import run_external_session
 from harness.agent.session import run_session, session_spec
 from harness.config import Config, Secrets
 from harness.core.task import Task
@@ -27,6 +28,7 @@ from harness.evaluation.instance_files import Prediction
 from harness.evaluation.options import Cancelled, EvalOptions
 from harness.evaluation.progress import Events
 from harness.evaluation.report import InstanceRecord, InstanceStatus
+from harness.external import parse_agent
 from harness.models.factory import open_model
 from sandbox.docker_client import client_or_default
 from sandbox.pool import SandboxPool
@@ -113,11 +115,17 @@ class Stages:
             tools=dataclasses.replace(self.config.tools, prewarm_index=False))
         self.events.stage(task.id, "agent session")
         t0 = time.monotonic()
-        with open_model(spec, self.config, self.secrets, task=task,
+        agent = parse_agent(config.loop.agent) if config.loop.agent else None
+        with open_model(spec, self.config, self.secrets, task=task, for_agent=agent is not None,
                         say=lambda m: self.events.stage(task.id, m)) as model:   # a local: model's server runs here
-            outcome = run_session(session_task, model, config, folder, image=image, secrets=self.secrets,
-                                  labels=self.labels, progress=lambda e: self._session_event(task.id, e),
-                                  sandboxes=self.sandboxes)
+            if agent is not None:   # a third-party agent inside the sandbox, its model calls through the gateway
+                outcome = run_external_session(session_task, agent, model, config, folder, image=image,
+                                               labels=self.labels, progress=lambda e: self._session_event(task.id, e),
+                                               sandboxes=self.sandboxes)
+            else:
+                outcome = run_session(session_task, model, config, folder, image=image, secrets=self.secrets,
+                                      labels=self.labels, progress=lambda e: self._session_event(task.id, e),
+                                      sandboxes=self.sandboxes)
         record.durations["session"] = round(time.monotonic() - t0, 3)
         record.turns = outcome.turns
         record.tokens = dataclasses.asdict(outcome.usage)

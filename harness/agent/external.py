@@ -1,0 +1,194 @@
+"""A session of a third-party agent inside the sandbox, its model calls through the host's gateway.
+
+    image  = ensure_agent_image(session_image(task), agent)   # the session's image + the agent, offline
+    with open_task_workspace(task, image=image, kind="external") as workspace:
+        with workspace.sandbox.serve_loopback(PORT, gateway.handle):   # 127.0.0.1:PORT inside -> the host
+            workspace.sandbox.exec(agent's command)            # the agent runs; every model call is metered
+        patch = workspace.patch()
+    verdict = fresh_verdict(task, patch)                       # the task's tests, in a fresh sandbox
+
+The agent sees an ordinary OpenAI- or Anthropic-compatible base URL on the container's own loopback and a
+dummy key; the real key stays in the host's `Model`. The gateway (`harness.gateway`) forwards model calls
+and nothing else, enforces the run's budgets and records every call; when a budget runs out it refuses
+the next call, and after `GRACE_SECONDS` the agent's processes are ended from outside. The run's folder
+gets what a session of our own loop writes (trajectory.jsonl: the conversation as the gateway saw it,
+patch.diff, tests.txt, result.json) plus calls.jsonl (every request and response) and agent.log (the
+agent's own output, as the sandbox kept it).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness import checks
+from harness.agent.assembly import Workspace, open_task_workspace, session_image
+from harness.agent.loop import LoopResult, StopReason
+from harness.agent.session import Attempt, SessionOutcome, SessionProgress, prompt, write_result
+from harness.agent.trajectory import TrajectoryWriter
+from harness.agent.verdict import StartedAhead, Verdict, fresh_verdict, verdict_spec
+from harness.config import Config
+from harness.core.task import Task
+from harness.external import TESTBED, AgentRequest, AgentSpec, ensure_agent_image, run_invocation
+from harness.gateway import RECORD_NAME, Gateway, GatewayBudgets
+from harness.models.base import Model
+from sandbox.api import ExecResult
+from sandbox.docker_sandbox import DockerSandbox
+from sandbox.errors import ChannelClosed, SandboxUnavailable
+from sandbox.pool import SandboxPool
+
+__all__ = ["GATEWAY_PORT", "ExternalRun", "run_external_session"]
+
+GATEWAY_PORT = 4141
+"""The gateway's port on the sandbox's own loopback (nothing else of the image listens there)."""
+DUMMY_KEY = "sk-harness-gateway-dummy"
+"""The API key the agent holds: any value passes the SDKs' checks, and the gateway ignores it."""
+GRACE_SECONDS = 10.0
+"""After a budget ran out, how long the agent has to stop on its own before its processes are ended."""
+DEFAULT_SECONDS = 3600.0
+"""The agent's wall time when the run sets no `max_wall_seconds`."""
+
+
+@dataclass(frozen=True)
+class ExternalRun:
+    """How the agent's command ended: its result (None when it was ended from outside) and why."""
+
+    result: ExecResult | None
+    stop_reason: StopReason
+    detail: str
+
+
+def run_external_session(task: Task, agent: AgentSpec, model: Model, config: Config, out_dir: Path, *,
+                         image: str | None = None, progress: SessionProgress | None = None,
+                         labels: Mapping[str, str] | None = None,
+                         sandboxes: SandboxPool | None = None) -> SessionOutcome:
+    """Run `agent` on `task` inside a fresh sandbox, its model calls answered by `model` through the
+    gateway, then the task's tests in another fresh sandbox; write the run's files into `out_dir`."""
+    started = time.monotonic()
+    out_dir = checks.private_dir(Path(out_dir))
+    say = progress or (lambda _event: None)
+    base = image or session_image(task, config)
+    say(f"preparing the image with {agent.label}")
+    agent_image = ensure_agent_image(base, agent, progress=lambda line: say(f"agent image: {line}"))
+    gateway = Gateway(model, budgets=GatewayBudgets.from_loop(config.loop),
+                      price=config.model.prices.get(config.model.spec), record=out_dir / RECORD_NAME,
+                      model_name=agent_model_name(model.name))
+    ahead: StartedAhead | None = None
+    verdict: Verdict | None = None
+    t0 = time.monotonic()
+    try:
+        with open_task_workspace(task, config, None, kind="external", image=agent_image, labels=labels,
+                                 pool=sandboxes) as workspace:
+            if task.test_cmd:   # the verdict's sandbox (the image without the agent) comes up meanwhile
+                box = verdict_spec(task, config, base, dict(labels or {}))
+                ahead = StartedAhead(box, sandboxes)
+            setup = time.monotonic() - t0
+            run = _run_agent(workspace, agent, gateway, task, config, say)
+            _write_agent_log(out_dir / "agent.log", run)
+            patch = _patch_after(workspace, run)
+            checks.write_file(out_dir / "patch.diff", patch)
+            session = workspace.session
+        TrajectoryWriter(out_dir / "trajectory.jsonl").write_all(gateway.conversation())
+        if ahead is not None:
+            say(f"running the tests in a fresh sandbox (the starting files and the patch): {task.test_cmd}")
+            verdict = fresh_verdict(task, patch, config, box, ahead=ahead)
+            checks.write_file(out_dir / "tests.txt", verdict.record(task))
+    finally:
+        if ahead is not None:
+            ahead.discard()
+    wall, totals = time.monotonic() - t0, gateway.totals
+    loop = LoopResult(stop_reason=run.stop_reason, final_text=run.detail, turns=totals.calls, usage=totals.usage,
+                      cost_usd=totals.cost_usd, messages=gateway.conversation(), model_seconds=totals.model_seconds,
+                      tool_seconds=max(0.0, wall - totals.model_seconds), wall_seconds=wall)
+    attempt = Attempt(1, session, loop, patch, verdict, setup)
+    outcome = SessionOutcome(stop_reason=run.stop_reason, turns=totals.calls, usage=totals.usage,
+                             cost_usd=totals.cost_usd, duration=time.monotonic() - started, patch=patch,
+                             out_dir=out_dir, tests_passed=verdict.passed if verdict is not None else None,
+                             attempts=1, final_text=run.detail, model=model.name, session=session,
+                             attempt_results=[attempt])
+    write_result(out_dir / "result.json", task, outcome, config, agent_image, agent=agent.label)
+    return outcome
+
+
+def _run_agent(workspace: Workspace, agent: AgentSpec, gateway: Gateway, task: Task, config: Config,
+               say: SessionProgress) -> ExternalRun:
+    """The agent's command, with the gateway served on the sandbox's loopback and a watch on the budgets."""
+    sandbox = workspace.sandbox
+    if not isinstance(sandbox, DockerSandbox):
+        raise TypeError(f"a third-party agent needs a Docker sandbox, got {type(sandbox).__name__}")
+    text = prompt("external_task.md", task_id=task.id, problem=task.problem_statement.strip(),
+                  tests=f"\nThe project's tests run with: `{task.test_cmd}`\n" if task.test_cmd else "")
+    how = agent.invocation(AgentRequest(task=text, model=gateway.model_name, api_key=DUMMY_KEY, workdir=TESTBED,
+                                        base_url=f"http://127.0.0.1:{GATEWAY_PORT}/v1",
+                                        step_limit=config.loop.max_turns))
+    seconds = config.loop.max_wall_seconds or DEFAULT_SECONDS
+    ended = threading.Event()
+    watch = threading.Thread(target=_watch_budgets, args=(sandbox, gateway, ended), daemon=True,
+                             name=f"budget-watch-{workspace.session}")
+    say(f"agent running: {agent.label}")
+    with sandbox.serve_loopback(GATEWAY_PORT, gateway.handle):
+        watch.start()
+        try:
+            result = run_invocation(sandbox, how, seconds)
+        except ChannelClosed:
+            if gateway.exhausted is None:
+                raise
+            sandbox.restart_channel()
+            return ExternalRun(None, "budget", f"{gateway.exhausted.message}; the agent did not stop within "
+                                               f"{GRACE_SECONDS:.0f} s and was ended")
+        finally:
+            ended.set()
+            watch.join()
+    if gateway.exhausted is not None:
+        return ExternalRun(result, "budget", gateway.exhausted.message)
+    if result.timed_out:
+        return ExternalRun(result, "budget", f"the agent ran past the wall-time budget of {seconds:.0f} s and was "
+                                             "ended")
+    if result.exit_code != 0:
+        return ExternalRun(result, "error", f"the agent exited with code {result.exit_code}; its output is in "
+                                            "agent.log")
+    return ExternalRun(result, "end", "the agent exited with code 0")
+
+
+def agent_model_name(name: str) -> str:
+    """The model's name as the agent is told it: `name` with anything but letters, digits and ._:@+/- made
+    a dash (a scripted model's name is its file's path), at most 200 characters."""
+    cleaned = re.sub(r"[^A-Za-z0-9._:@+/-]", "-", name)[:200].lstrip("-._:@+/")
+    return cleaned or "model"
+
+
+def _watch_budgets(sandbox: DockerSandbox, gateway: Gateway, ended: threading.Event) -> None:
+    """Once a budget ran out, give the agent GRACE_SECONDS to stop, then end its processes from outside."""
+    while not ended.wait(0.2):
+        if gateway.exhausted is not None:
+            if not ended.wait(GRACE_SECONDS):
+                sandbox.interrupt()
+            return
+
+
+def _patch_after(workspace: Workspace, run: ExternalRun) -> str:
+    try:
+        return workspace.patch()
+    except SandboxUnavailable:
+        if run.result is not None:
+            raise
+        return ""
+
+
+def _write_agent_log(path: Path, run: ExternalRun) -> None:
+    if run.result is None:
+        checks.write_file(path, f"[the agent was ended from outside: {run.detail}]\n")
+        return
+    r = run.result
+    parts = [f"[exit {r.exit_code}{' (timed out)' if r.timed_out else ''} after {r.duration:.1f} s]\n",
+             "--- stdout ---\n", r.stdout.text, _saved(r.stdout.truncated, r.stdout.saved_path),
+             "\n--- stderr ---\n", r.stderr.text, _saved(r.stderr.truncated, r.stderr.saved_path)]
+    checks.write_file(path, "".join(parts))
+
+
+def _saved(truncated: bool, where: str | None) -> str:
+    return f"\n[cut in the middle; the whole stream was saved in the sandbox at {where}]\n" if truncated else ""
