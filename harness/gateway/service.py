@@ -121,7 +121,8 @@ class Gateway:
         except BadRequest as exc:
             self.log.write(CallRecord(request.method, request.target, exc.status, "bad_request", api=api,
                                       error=exc.message))
-            return _error(api, exc.status, exc.message, exc.kind)
+            example = openai_api.EXAMPLE if api == "openai" else anthropic_api.EXAMPLE
+            return _error(api, exc.status, f"{exc.message} (a correct request body: {example})", exc.kind)
         with self._model_lock:
             return self._forward(request, api, call)
 
