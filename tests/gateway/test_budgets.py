@@ -34,7 +34,7 @@ def test_the_call_after_max_calls_is_refused_with_400_naming_the_budget() -> Non
     assert gateway.exhausted is None
     status, body = _post(gateway)
     assert status == 400
-    assert "max_calls = 2" in body["error"]["message"]          # type: ignore[index]
+    assert "max_calls = 2" in body["error"]["message"]
     assert gateway.exhausted is not None and (gateway.exhausted.budget, gateway.exhausted.limit) == ("max_calls", 2)
     assert model.calls == 2                                      # the refused call never reached the model
     status, anthropic_body = _post(gateway, "/v1/messages", ASK_ANTHROPIC)
