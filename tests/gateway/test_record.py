@@ -32,6 +32,7 @@ def test_each_call_is_recorded_with_messages_tools_response_usage_and_cost(tmp_p
     gateway.handle(HttpRequest("GET", "http://example.org/", (), b""))
     raw = (tmp_path / "calls.jsonl").read_text()
     assert "\x1b" not in raw and "\\u001b[31m" in raw            # hostile text escaped in the file, not lost
+    assert "Bearer" not in raw and "dummy" not in raw            # the sandbox's dummy key goes nowhere
     records = read_records(tmp_path / "calls.jsonl")
     assert [r["outcome"] for r in records] == ["answered", "answered", "refused"]
     one = records[0]
