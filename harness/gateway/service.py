@@ -7,7 +7,9 @@
     POST /v1/messages                              Anthropic Messages (harness.gateway.anthropic_api)
     GET  /v1/models, /models                       the one model served
 
-Anything else (CONNECT, a proxy request `GET http://host/...`, another path or method) is refused at
+A proxy-form request naming the loopback itself (`POST http://127.0.0.1:PORT/v1/messages`, what a client
+whose proxy variable points here sends) is the same request. Anything else (CONNECT, a proxy request to
+another host `GET http://pypi.org/...`, another path or method) is refused at
 once with 403 and an explanation, in the reason phrase too. The request's Authorization / x-api-key is
 ignored: the real key lives in the Model on the host. Calls are serialised, metered, held to the run's
 budgets (a call beyond one is answered 400, which SDKs do not retry, and `exhausted` names it) and
@@ -16,6 +18,7 @@ recorded in calls.jsonl (`harness.gateway.record`).
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -91,8 +94,7 @@ class Gateway:
     def handle(self, request: HttpRequest) -> HttpResponse:
         """The answer to one request from the sandbox; never raises for anything the request holds."""
         method = request.method.upper()
-        path = request.target.split("?", 1)[0] if request.target.startswith("/") else None
-        route = ROUTES.get((method, path or ""))
+        route = ROUTES.get((method, _path(request.target) or ""))
         if route is None:
             return self._refuse(request, method)
         if route == "models":
@@ -161,6 +163,21 @@ class Gateway:
         self.log.write(replace(record, status=502, outcome="model_error", error=str(exc),
                                seconds=self._clock() - started))
         return _error(api, 502, message, "api_error")
+
+
+LOOPBACK = re.compile(r"http://(127\.0\.0\.1|localhost|\[::1\])(:\d{1,5})?(?=/)", re.IGNORECASE)
+
+
+def _path(target: str) -> str | None:
+    """The path a request asks for, without its query: an origin-form target (`/v1/messages?beta=true`),
+    or a proxy-form one naming this loopback (`http://127.0.0.1:PORT/v1/...`: a client that sends its model
+    calls through a proxy variable pointing here); None for anything else (another host, CONNECT)."""
+    if not target.startswith("/"):
+        found = LOOPBACK.match(target)
+        if found is None:
+            return None
+        target = target[found.end():]
+    return target.split("?", 1)[0]
 
 
 def _apply_stop(response: ModelResponse, stop: tuple[str, ...]) -> tuple[ModelResponse, str | None]:

@@ -11,8 +11,12 @@ import sys
 import time
 from pathlib import Path
 
+import openai
+import pytest
+
 from harness.gateway import REFUSED_REASON, Gateway, read_records
 from harness.models.scripted import ScriptedModel
+from sandbox.loopback import HttpRequest
 from tests.gateway.conftest import served
 
 
@@ -54,6 +58,31 @@ def test_a_proxy_request_and_other_paths_are_refused_and_never_reach_the_model(s
     assert shapes[0]["error"]["type"] == "permission_error" and "docs/approvals.md" in shapes[0]["error"]["message"]
     assert shapes[1]["type"] == "error" and shapes[1]["error"]["type"] == "permission_error"
     assert scripted.calls == 0
+
+
+def test_a_model_call_sent_through_the_proxy_variable_to_the_loopback_itself_is_served(
+        scripted: ScriptedModel) -> None:
+    body = json.dumps({"messages": [{"role": "user", "content": "hi"}]}).encode()
+    gateway = Gateway(scripted)
+    for target in ("http://127.0.0.1:8080/v1/chat/completions", "http://localhost/v1/chat/completions?x=1"):
+        assert gateway.handle(HttpRequest("POST", target, (), body)).status == 200
+    for target in ("http://127.0.0.1.evil.org/v1/chat/completions", "http://localhost@evil.org/v1/chat/completions",
+                   "https://127.0.0.1/v1/chat/completions", "http://10.0.0.1/v1/chat/completions"):
+        assert gateway.handle(HttpRequest("POST", target, (), body)).status == 403, target
+    assert scripted.calls == 2
+
+
+def test_the_openai_sdk_with_every_proxy_variable_set_to_the_gateway_still_reaches_the_model(
+        scripted: ScriptedModel, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    with served(Gateway(scripted, record=tmp_path / "calls.jsonl")) as url:
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+            monkeypatch.setenv(name, url)
+        for name in ("NO_PROXY", "no_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="dummy", max_retries=0, timeout=10)
+        answer = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    assert answer.choices[0].message.content == "Looking."
+    assert [r["route"] for r in read_records(tmp_path / "calls.jsonl")] == [f"{url}/v1/chat/completions"]  # proxied
 
 
 def _pip_download(url: str, dest: Path, env_extra: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], float]:
