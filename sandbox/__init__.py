@@ -43,7 +43,8 @@ __all__ = [
     "lazy_names",
     "AGENT_UID", "BASE_LABEL", "build_context", "ChannelClosed", "ChannelError", "client_or_default",
     "CopyError", "DockerDeployment", "DockerSandbox", "DockerUnavailable", "ensure_image", "escape_ident",
-    "escape_output", "escape_unsafe", "ExecResult", "FileData", "image_exists", "image_tag", "ImageError",
+    "escape_output", "escape_unsafe", "ExecResult", "FileData",
+    "HttpHandler", "HttpRequest", "HttpResponse", "image_exists", "image_tag", "ImageError",
     "Limits", "open_sandbox", "OUTPUT_DIR", "pack_directory", "Progress", "PROJECT_ARCHIVE_LABEL", "prune",
     "PYTHON_RELEASES", "quiet", "reap", "reap_all", "remove_containers", "safe_extract", "safe_json", "Sandbox",
     "SandboxError", "SandboxPool", "SandboxSource", "SandboxSpec", "SandboxUnavailable", "STATE_DIR",
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
         image_tag,
         prune,
     )
+    from sandbox.loopback import HttpHandler, HttpRequest, HttpResponse
     from sandbox.pool import SandboxPool, WarmPool
     from sandbox.reaper import reap, reap_all, remove_containers
     from sandbox.text import escape_ident, escape_output, escape_unsafe, safe_json
@@ -82,6 +84,7 @@ __getattr__ = lazy_names(__name__, {
     "sandbox.factory": ("SandboxSource", "open_sandbox"),
     "sandbox.images": ("BASE_LABEL", "PYTHON_RELEASES", "TOOLCHAIN_PACKAGES", "build_context", "ensure_image",
                        "image_exists", "image_tag", "prune"),
+    "sandbox.loopback": ("HttpHandler", "HttpRequest", "HttpResponse"),
     "sandbox.pool": ("SandboxPool", "WarmPool"),
     "sandbox.reaper": ("reap", "reap_all", "remove_containers"),
     "sandbox.text": ("escape_ident", "escape_output", "escape_unsafe", "safe_json"),

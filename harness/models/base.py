@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from harness.errors import ConfigError
 from harness.messages import Message, ToolUse
 
 ModelStopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "other"]
@@ -58,11 +60,26 @@ def malformed_call(call_id: str, name: str, raw: str, error: str) -> ToolUse:
 
 
 def cost_usd(usage: Usage, price: Sequence[float] | None) -> float | None:
-    """Cost of `usage` at `price` = [USD per million input tokens, USD per million output tokens].
+    """Cost of `usage` at `price`, USD per million tokens: ``[input, output]`` or ``[input, output,
+    cache_read, cache_write]``; None when there is no price (an unknown price is never a cost of 0).
 
-    Cached reads and writes are counted as input tokens (an upper bound for most providers).
+    `usage.input_tokens` counts no cached token (both adapters say so: Anthropic's `input_tokens`
+    excludes cache reads and writes; the OpenAI adapter subtracts `cached_tokens`). With two prices,
+    cached reads and writes are charged as input (an upper bound for most providers); with four, at
+    their own prices.
+
+    Raises:
+        ConfigError: `price` is not two or four numbers of at least 0.
     """
     if not price:
         return None
-    inp = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
-    return (inp * float(price[0]) + usage.output_tokens * float(price[1])) / 1_000_000
+    values = list(price)
+    if len(values) not in (2, 4) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                            and math.isfinite(v) and v >= 0 for v in values):
+        raise ConfigError(f"a model price must be [input, output] or [input, output, cache_read, cache_write] "
+                          f"in USD per million tokens (numbers of at least 0), got {values!r}; e.g. "
+                          '{"prices": {"anthropic:claude-sonnet-4-5": [3.0, 15.0, 0.3, 3.75]}}')
+    p_in, p_out = float(values[0]), float(values[1])
+    p_read, p_write = (float(values[2]), float(values[3])) if len(values) == 4 else (p_in, p_in)
+    return (usage.input_tokens * p_in + usage.output_tokens * p_out
+            + usage.cache_read_tokens * p_read + usage.cache_write_tokens * p_write) / 1_000_000

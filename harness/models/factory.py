@@ -2,7 +2,9 @@
 
 Specs: ``anthropic:MODEL``, ``openai:MODEL``, ``local:NAME`` (a packaged model served on this machine,
 harness.models.local), ``scripted:PATH`` (a file, or a script shipped in harness/data/scripts),
-``gold`` and ``empty`` (reference models for evaluation, need a task), and ``auto``: Anthropic when
+``gold`` and ``empty`` (reference models for evaluation, need a task), ``replay:DIR`` (a published
+mini-swe-agent trajectory's messages, DIR/<instance_id>.traj.json, harness.models.recorded: only for a
+third-party agent, `for_agent=True`, and with an `instance_id`), and ``auto``: Anthropic when
 ANTHROPIC_API_KEY is set, else OpenAI when OPENAI_API_KEY (or a base URL) is. With
 ``model.tool_format = "react"`` the model is wrapped in the ReAct text protocol; ``"auto"`` is native
 tool calls, except for local models (`tool_format`).
@@ -26,12 +28,13 @@ from harness.models.base import Model
 from harness.models.local import LocalModel, local_spec
 from harness.models.openai import OpenAIModel
 from harness.models.react import ReActModel
+from harness.models.recorded import RecordedModel
 from harness.models.scripted import ScriptedModel
 
 DEFAULT_ANTHROPIC = "claude-sonnet-4-5"
 DEFAULT_OPENAI = "gpt-4.1"
 EXAMPLES = ("anthropic:claude-sonnet-4-5, openai:gpt-4.1, local:gemma3-270m, scripted:path/to/script.json, "
-            "gold, empty")
+            "gold, empty, replay:DIR (with --agent)")
 TOOL_FORMATS = ("auto", "native", "react")
 
 
@@ -61,9 +64,16 @@ def tool_format(spec: str, config: Config) -> str:
     return local_spec(name).default_format if provider == "local" else "native"
 
 
-def make_model(spec: str, config: Config, secrets: Secrets, *, task: Task | None = None) -> Model:
-    """The Model for `spec`, wrapped for ReAct when the tool format (`tool_format`) is "react"."""
+def make_model(spec: str, config: Config, secrets: Secrets, *, task: Task | None = None,
+               instance_id: str | None = None, for_agent: bool = False) -> Model:
+    """The Model for `spec`, wrapped for ReAct when the tool format (`tool_format`) is "react".
+
+    `for_agent`: the model serves a third-party agent through the gateway rather than our own loop
+    (only such a model may be `replay:DIR`, which needs `instance_id`, by default the task's id).
+    """
     spec = resolve_auto(spec, config, secrets)
+    if spec.startswith("replay:"):
+        return _replay(spec, for_agent, instance_id or (task.id if task else None))
     fmt = tool_format(spec, config)
     config = config.replace(model=dataclasses.replace(config.model, tool_format=fmt))
     model = _make(spec, config, secrets, task)
@@ -74,9 +84,11 @@ def make_model(spec: str, config: Config, secrets: Secrets, *, task: Task | None
 
 @contextmanager
 def open_model(spec: str, config: Config, secrets: Secrets, *, task: Task | None = None,
-               say: Callable[[str], None] = lambda _m: None) -> Iterator[Model]:
+               say: Callable[[str], None] = lambda _m: None, instance_id: str | None = None,
+               for_agent: bool = False) -> Iterator[Model]:
     """`make_model` for the length of a `with` block: a local model's server runs only inside it."""
-    with running(make_model(spec, config, secrets, task=task), say) as model:
+    with running(make_model(spec, config, secrets, task=task, instance_id=instance_id, for_agent=for_agent),
+                 say) as model:
         yield model
 
 
@@ -119,6 +131,26 @@ def _make(spec: str, config: Config, secrets: Secrets, task: Task | None) -> Mod
     if provider == "local":
         return LocalModel(name, config)
     raise ConfigError(f"unknown model provider {provider!r} in {spec!r}; expected one of: {EXAMPLES}")
+
+
+def replay_for(directory: str, instance_id: str) -> RecordedModel:
+    """The `replay:DIR` model of one instance: DIR/<instance_id>.traj.json's assistant messages."""
+    return RecordedModel(directory, instance_id, name=f"replay:{directory}")
+
+
+def _replay(spec: str, for_agent: bool, instance_id: str | None) -> Model:
+    directory = spec.partition(":")[2]
+    if not for_agent:
+        raise ConfigError(f"{spec}: replay serves a recorded third-party agent's messages; use it with --agent "
+                          f"..., e.g. --agent mini-swe-agent --model {spec} (the recording calls no tool of our own "
+                          "loop)")
+    if not directory:
+        raise ConfigError(f"model spec {spec!r} names no folder; expected replay:DIR holding "
+                          "<instance_id>.traj.json, e.g. replay:trajectories/")
+    if not instance_id:
+        raise ConfigError(f"{spec} needs an instance id to pick DIR/<instance_id>.traj.json; run it on one "
+                          "instance or task, e.g. --instance django__django-11099")
+    return replay_for(directory, instance_id)
 
 
 def _reference(spec: str, task: Task | None) -> Model:
