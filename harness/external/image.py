@@ -3,7 +3,8 @@
 FROM the given base (the sandbox image, or a task's or instance's image built on it), the layer adds:
 
 - a venv at /opt/agents/<install name>, made with the image's own /usr/bin/python3 and filled offline
-  (`pip install --no-index --find-links`) from wheels downloaded on the host once
+  (`pip install --no-index --find-links`) with the exact pins uv resolves on the host as of the agent's
+  `as_of` date (`harness.environments.resolver`, cached), from wheels downloaded on the host once
   (`harness.environments.wheelhouse`); never on PATH, so `python` there stays the project's. It is
   made in a first stage and copied into the final one, so the wheels are not in the image;
 - /testbed, a symbolic link to /workspace (SWE-bench prompts name /testbed);
@@ -26,6 +27,7 @@ import json
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,8 +35,11 @@ import docker
 import docker.errors
 
 from harness.core.sources import cache_dir
-from harness.environments import EnvironmentBuildError, WheelhouseError, build_wheelhouse
+from harness.environments import EnvironmentBuildError, WheelhouseError
+from harness.environments.resolution import ResolveError
+from harness.environments.resolver import resolve
 from harness.environments.tags import HASH_LABEL, KIND_LABEL, REPOSITORY, build_lock
+from harness.environments.wheelhouse import pinned_wheelhouse
 from harness.external.spec import TESTBED, AgentSpec
 from sandbox.api import WORKDIR, Progress, quiet
 from sandbox.docker_client import client_or_default
@@ -70,10 +75,12 @@ def agent_dockerfile(*, installs: bool) -> str:
     return _HEAD + (_STAGE if installs else "") + _FINAL.replace("{copy}", _COPY if installs else "")
 
 
-def agent_image_tag(base_id: str, agent: AgentSpec, wheels_digest: str) -> str:
-    """The tag of `agent`'s image on the base image whose id is `base_id`, its wheels hashing to `wheels_digest`."""
+def agent_image_tag(base_id: str, agent: AgentSpec, pins: Sequence[str], wheels_digest: str) -> str:
+    """The tag of `agent`'s image on the base image whose id is `base_id`, with the resolved `pins` whose
+    wheels hash to `wheels_digest`."""
+    recipe = agent_dockerfile(installs=bool(agent.requirements))
     h = hashlib.sha256(json.dumps([IMAGE_VERSION, base_id, list(agent.requirements), agent.install_name,
-                                   wheels_digest, agent_dockerfile(installs=bool(agent.requirements))]).encode())
+                                   list(pins), wheels_digest, recipe]).encode())
     return f"{REPOSITORY}:agent-{agent.install_name or 'none'}-{h.hexdigest()[:16]}"
 
 
@@ -89,9 +96,9 @@ def ensure_agent_image(base_image: str, agent: AgentSpec, *, progress: Progress 
     """
     client = client_or_default(client)
     base = _inspect(client, base_image)
-    wheels = _wheels(base_image, base.labels, agent, progress) if agent.requirements else None
+    pins, wheels = _wheels(base_image, base.labels, agent, progress) if agent.requirements else ((), None)
     digest_of_wheels = _wheels_digest(wheels) if wheels is not None else ""
-    tag = agent_image_tag(base.id, agent, digest_of_wheels)
+    tag = agent_image_tag(base.id, agent, pins, digest_of_wheels)
     digest = tag.rsplit("-", 1)[-1]
     with build_lock(digest):
         if image_exists(client, tag):
@@ -106,7 +113,7 @@ def ensure_agent_image(base_image: str, agent: AgentSpec, *, progress: Progress 
             (ctx / "Dockerfile").write_text(agent_dockerfile(installs=wheels is not None))
             if wheels is not None:
                 shutil.copytree(wheels, ctx / "wheels", ignore=shutil.ignore_patterns(".complete"))
-                (ctx / "requirements.txt").write_text("".join(r + "\n" for r in agent.requirements))
+                (ctx / "requirements.txt").write_text("".join(pin + "\n" for pin in pins))
             args = {"BASE_IMAGE": base_image, "BASE_USER": base.user, "BASE_WORKDIR": base.workdir,
                     **({"AGENT_HOME": agent.home} if wheels is not None else {})}
             try:
@@ -138,8 +145,10 @@ def _inspect(client: docker.DockerClient, image: str) -> _Base:
                  workdir=config.get("WorkingDir") or "/")
 
 
-def _wheels(base_image: str, labels: dict[str, str], agent: AgentSpec, progress: Progress) -> Path:
-    """The host's wheel folder for `agent` on the base image's Python (its PYTHON_LABEL)."""
+def _wheels(base_image: str, labels: dict[str, str], agent: AgentSpec,
+            progress: Progress) -> tuple[tuple[str, ...], Path]:
+    """The exact pins of `agent`'s requirements and all their dependencies on the base image's Python (its
+    PYTHON_LABEL), resolved by uv as of `agent.as_of` (cached), and the host's folder of their wheels."""
     python = labels.get(PYTHON_LABEL, "")
     try:
         version = tuple(int(part) for part in python.split("."))
@@ -154,7 +163,17 @@ def _wheels(base_image: str, labels: dict[str, str], agent: AgentSpec, progress:
                                     f"in the image, and {base_image!r} has /usr/bin/python3 {python}; use a "
                                     "session image for Python 3.11 (e.g. --python 3.11)")
     try:
-        return build_wheelhouse(list(agent.requirements), python, progress)
+        resolution = resolve(list(agent.requirements), python, agent.as_of, progress=progress)
+    except ResolveError as exc:
+        raise EnvironmentBuildError(f"the requirements of agent {agent.name} {list(agent.requirements)} did not "
+                                    f"resolve for Python {python}: {exc}") from exc
+    if resolution.sdist_only:
+        names = [f"{s.name}=={s.version}" for s in resolution.sdist_only]
+        raise EnvironmentBuildError(f"agent {agent.name} needs {names}, which have no wheel for Python {python} "
+                                    "(agents are installed from wheels only); pin a version whose dependencies "
+                                    "all have wheels")
+    try:
+        return resolution.pins, pinned_wheelhouse(list(resolution.pins), python, progress)
     except WheelhouseError as exc:
         raise EnvironmentBuildError(f"the wheels of agent {agent.name}: {exc}") from exc
 

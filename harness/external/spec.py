@@ -93,10 +93,11 @@ class AgentInvocation:
 class AgentSpec:
     """One agent of the catalogue (`harness.external.registry`).
 
-    `requirements`: exact pins installed into a venv at `home` (empty for a `cmd:` agent, which installs
-    nothing); the first is the agent's own package. `entry`: the program `invoke` starts, by absolute
-    path (the venv is never on PATH, so `python` there stays the project's). `install_name`: the folder
-    under AGENTS_ROOT; variants of one agent share it, and so share one image. `invoke` builds the
+    `requirements`: exact pins installed, with their dependencies as released by `as_of`, into a venv
+    at `home` (empty for a `cmd:` agent, which installs nothing); the first is the agent's own package.
+    `entry`: the program `invoke` starts, by absolute path (the venv is never on PATH, so `python` there
+    stays the project's). `install_name`: the folder under AGENTS_ROOT; variants of one agent share it,
+    and so share one image. `invoke` builds the
     invocation for a request; `summary` is one line for listings.
     """
 
@@ -108,6 +109,7 @@ class AgentSpec:
     invoke: Callable[[AgentSpec, AgentRequest], AgentInvocation] = field(repr=False, compare=False)
     summary: str = ""
     command: str = ""     # a `cmd:` agent's bash command (given by the operator)
+    as_of: str = "2026-12-01"   # its dependencies are resolved as released by this date (reproducible)
 
     @property
     def home(self) -> str:
