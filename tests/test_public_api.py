@@ -20,6 +20,7 @@ PUBLIC_PACKAGES = [
     "sandbox", "sandbox.deployment", "sandbox.runtime",
     "harness.core", "harness.environments", "harness.tools", "harness.tools.outbound", "harness.models",
     "harness.approval", "harness.evaluation", "harness.evaluation.backends", "harness.web", "harness.integrations",
+    "harness.external",
 ]
 
 

@@ -35,16 +35,29 @@ import docker
 import docker.errors
 
 from harness.core.sources import cache_dir
-from harness.environments import EnvironmentBuildError, WheelhouseError
-from harness.environments.resolution import ResolveError
-from harness.environments.resolver import resolve
-from harness.environments.tags import HASH_LABEL, KIND_LABEL, REPOSITORY, build_lock
-from harness.environments.wheelhouse import pinned_wheelhouse
+from harness.environments import (
+    HASH_LABEL,
+    KIND_LABEL,
+    REPOSITORY,
+    EnvironmentBuildError,
+    ResolveError,
+    WheelhouseError,
+    build_lock,
+    pinned_wheelhouse,
+    resolve,
+)
 from harness.external.spec import TESTBED, AgentSpec
-from sandbox.api import WORKDIR, Progress, quiet
-from sandbox.docker_client import client_or_default
-from sandbox.errors import ImageError
-from sandbox.images import BASE_LABEL, PYTHON_LABEL, build_context, image_exists
+from sandbox import (
+    BASE_LABEL,
+    PYTHON_LABEL,
+    WORKDIR,
+    ImageError,
+    Progress,
+    build_context,
+    client_or_default,
+    image_exists,
+    quiet,
+)
 
 __all__ = ["AGENT_LABEL", "MIN_PYTHON", "agent_dockerfile", "agent_image_tag", "ensure_agent_image"]
 

@@ -8,31 +8,33 @@ and refuses every proxy request (CONNECT or an absolute URL) with 403, as the re
 request is a line of LOG: "MODEL <path> tools=<bool> stream=<value>" or "PROXY <method> <target>".
 """
 
+from __future__ import annotations
+
 import json
 import sys
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 PORT, SCRIPT, LOG = int(sys.argv[1]), json.load(open(sys.argv[2])), sys.argv[3]
-CALLS = []
+CALLS: list[int] = []
 
 
-def log(line):
+def log(line: str) -> None:
     with open(LOG, "a") as f:
         f.write(line + "\n")
 
 
 class Gateway(BaseHTTPRequestHandler):
-    def log_message(self, *args):
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
-    def _refuse(self):
+    def _refuse(self) -> None:
         log(f"PROXY {self.command} {self.path}")
         self.send_response(403, "the gateway forwards model requests only")
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    def _json(self, value):
+    def _json(self, value: object) -> None:
         data = json.dumps(value).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -40,23 +42,23 @@ class Gateway(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_CONNECT(self):
+    def do_CONNECT(self) -> None:
         self._refuse()
 
-    def do_GET(self):
+    def do_GET(self) -> None:
         if not self.path.startswith("/"):
             return self._refuse()
         log(f"GET {self.path}")
         self._json({"object": "list", "data": [{"id": "test-model", "object": "model"}]})
 
-    def do_POST(self):
+    def do_POST(self) -> None:
         if not self.path.startswith("/"):
             return self._refuse()
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         log(f"MODEL {self.path} tools={'tools' in body} stream={body.get('stream')}")
         step = SCRIPT[min(len(CALLS), len(SCRIPT) - 1)]
         CALLS.append(1)
-        message = {"role": "assistant", "content": step.get("content", "")}
+        message: dict[str, object] = {"role": "assistant", "content": step.get("content", "")}
         if "tool" in step:
             message["tool_calls"] = [{"id": f"call_{len(CALLS)}", "type": "function", "function": {
                 "name": "bash", "arguments": json.dumps({"command": step["tool"]})}}]

@@ -47,7 +47,7 @@ def test_a_command_agent_gets_the_testbed_link_and_git_settings_but_no_venv(
         sandbox_image: str, docker_client: docker.DockerClient) -> None:
     tag = ensure_agent_image(sandbox_image, parse_agent("cmd:true"))
     assert tag.startswith("harness-env:agent-none-")
-    history = " ".join(str(layer.get("CreatedBy", "")) for layer in docker_client.api.history(tag))
+    history = " ".join(str(layer.get("CreatedBy", "")) for layer in docker_client.images.get(tag).history())
     assert "/testbed" in history and "safe.directory" in history and "pip install" not in history
 
 

@@ -6,7 +6,7 @@ import json
 import tomllib
 
 import pytest
-import yaml
+import yaml  # type: ignore[import-untyped]
 
 from harness.errors import ConfigError
 from harness.external import CATALOGUE, TASK_FILE, AgentRequest, base_environment, parse_agent
