@@ -52,14 +52,14 @@ def request(task: str = "Do the task.") -> AgentRequest:
 
 
 def with_gateway(box: DockerSandbox, script: list[dict[str, str]], command: str, env: dict[str, str],
-                 timeout: float = 300.0) -> ExecResult:
+                 timeout: float = 300.0, cwd: str = "/testbed") -> ExecResult:
     """`command` run while the scripted gateway serves PORT, in one exec (leftovers are swept after each)."""
     box.exec("mkdir -p /tmp/gw", save_output=False)
     box.write_file(GATEWAY, (Path(__file__).parent / "fake_gateway.py").read_bytes())
     box.write_file("/tmp/gw/script.json", json.dumps(script).encode())
     return box.exec(f"/usr/bin/python3 {GATEWAY} {PORT} /tmp/gw/script.json {LOG} & gw=$!; "
                     f"for _ in $(seq 100); do grep -q READY {LOG} 2>/dev/null && break; sleep 0.1; done; "
-                    f"{command}; rc=$?; kill $gw; exit $rc", timeout=timeout, env=env)
+                    f"{command}; rc=$?; kill $gw; exit $rc", timeout=timeout, env=env, cwd=cwd)
 
 
 def gateway_log(box: DockerSandbox) -> list[str]:
