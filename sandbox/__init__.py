@@ -46,8 +46,8 @@ __all__ = [
     "escape_output", "escape_unsafe", "ExecResult", "FileData",
     "HttpHandler", "HttpRequest", "HttpResponse", "image_exists", "image_tag", "ImageError",
     "Limits", "open_sandbox", "OUTPUT_DIR", "pack_directory", "Progress", "PROJECT_ARCHIVE_LABEL", "prune",
-    "PYTHON_RELEASES", "quiet", "reap", "reap_all", "remove_containers", "safe_extract", "safe_json", "Sandbox",
-    "SandboxError", "SandboxPool", "SandboxSource", "SandboxSpec", "SandboxUnavailable", "STATE_DIR",
+    "PYTHON_LABEL", "PYTHON_RELEASES", "quiet", "reap", "reap_all", "remove_containers", "safe_extract", "safe_json",
+    "Sandbox", "SandboxError", "SandboxPool", "SandboxSource", "SandboxSpec", "SandboxUnavailable", "STATE_DIR",
     "StreamCapture", "TOOLCHAIN_PACKAGES", "transfer", "WarmPool", "WORKDIR", "WriteOutcome",
 ]
 
@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from sandbox.factory import SandboxSource, open_sandbox
     from sandbox.images import (
         BASE_LABEL,
+        PYTHON_LABEL,
         PYTHON_RELEASES,
         TOOLCHAIN_PACKAGES,
         build_context,
@@ -82,8 +83,8 @@ __getattr__ = lazy_names(__name__, {
     "sandbox.docker_sandbox": ("DockerSandbox", "PROJECT_ARCHIVE_LABEL"),
     "sandbox.errors": ("SandboxUnavailable",),
     "sandbox.factory": ("SandboxSource", "open_sandbox"),
-    "sandbox.images": ("BASE_LABEL", "PYTHON_RELEASES", "TOOLCHAIN_PACKAGES", "build_context", "ensure_image",
-                       "image_exists", "image_tag", "prune"),
+    "sandbox.images": ("BASE_LABEL", "PYTHON_LABEL", "PYTHON_RELEASES", "TOOLCHAIN_PACKAGES", "build_context",
+                       "ensure_image", "image_exists", "image_tag", "prune"),
     "sandbox.loopback": ("HttpHandler", "HttpRequest", "HttpResponse"),
     "sandbox.pool": ("SandboxPool", "WarmPool"),
     "sandbox.reaper": ("reap", "reap_all", "remove_containers"),

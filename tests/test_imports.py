@@ -254,7 +254,8 @@ def test_imports_inside_functions_are_only_the_listed_optional_ones() -> None:
 
 
 _ABOVE_CORE = ("harness.tools", "harness.models", "harness.approval", "harness.environments", "harness.evaluation",
-               "harness.cli", "harness.agent", "harness.mcp", "harness.web", "harness.integrations", "harness.gateway")
+               "harness.cli", "harness.agent", "harness.mcp", "harness.web", "harness.integrations", "harness.gateway",
+               "harness.external")
 _MCP_WITH_SDK = ("harness.mcp.client", "harness.mcp.connect", "harness.mcp.server", "harness.mcp.service")
 _TOP = ("harness.evaluation", "harness.cli", "harness.web", "harness.integrations")
 _AGENT = {name: f"harness.agent.{name}"
@@ -274,10 +275,15 @@ LAYERS_NEVER_IMPORT = {
     "harness.container_scripts": ("harness.core", *_ABOVE_CORE),      # shipped into images: standard library only
     "harness.mcp.specs": _ABOVE_CORE,         # what is known of MCP servers without the SDK: a bottom module
     "harness.environments": tuple(p for p in _ABOVE_CORE if p != "harness.environments"),
-    "harness.models": ("harness.tools", "harness.approval", "harness.agent", "harness.mcp", "harness.gateway", *_TOP),
-    "harness.tools": ("harness.approval", "harness.models", "harness.agent", "harness.mcp", "harness.gateway", *_TOP),
+    "harness.models": ("harness.tools", "harness.approval", "harness.agent", "harness.mcp", "harness.gateway",
+                       "harness.external", *_TOP),
+    "harness.tools": ("harness.approval", "harness.models", "harness.agent", "harness.mcp", "harness.gateway",
+                      "harness.external", *_TOP),
     "harness.gateway": ("harness.tools", "harness.approval", "harness.environments", "harness.agent", "harness.mcp",
-                        *_TOP),      # above models and sandbox, below agent and cli
+                        "harness.external", *_TOP),      # above models and sandbox, below agent and cli
+    # third-party agents' catalogue and image: on environments and sandbox, under the agent package and the CLI
+    "harness.external": ("harness.tools", "harness.models", "harness.approval", "harness.agent", "harness.mcp",
+                         "harness.gateway", *_TOP),
     "harness.approval": ("harness.agent", *_MCP_WITH_SDK, *_TOP),
     "harness.agent.history": ("harness.tools", "harness.models", "harness.approval", "harness.environments",
                               "harness.mcp", *_agent_above("history"), *_TOP),

@@ -19,8 +19,8 @@ from tests.test_imports import ROOT, module_names
 PUBLIC_PACKAGES = [
     "sandbox", "sandbox.deployment", "sandbox.runtime",
     "harness.core", "harness.environments", "harness.tools", "harness.tools.outbound", "harness.models",
-    "harness.approval", "harness.evaluation", "harness.evaluation.backends", "harness.gateway", "harness.web",
-    "harness.integrations",
+    "harness.approval", "harness.evaluation", "harness.evaluation.backends", "harness.external", "harness.gateway",
+    "harness.web", "harness.integrations",
 ]
 
 

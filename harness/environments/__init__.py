@@ -29,13 +29,22 @@ from harness.environments.declarations import read_declarations
 from harness.environments.errors import EnvironmentBuildError, EnvironmentUnsupported
 from harness.environments.pinned_image import env_hash
 from harness.environments.recipe_pins import resolved_pins
-from harness.environments.tags import REPOSITORY
+from harness.environments.resolution import ResolveError
+from harness.environments.resolver import resolve
+from harness.environments.tags import HASH_LABEL, KIND_LABEL, REPOSITORY, build_lock
 from harness.environments.task_image import ensure_task_image, sandbox_image
 from harness.environments.venv_image import ensure_venv_image
-from harness.environments.wheelhouse import WheelhouseError, build_wheelhouse, checked, download_wheels
+from harness.environments.wheelhouse import (
+    WheelhouseError,
+    build_wheelhouse,
+    checked,
+    download_wheels,
+    pinned_wheelhouse,
+)
 
 __all__ = [
-    "REPOSITORY", "EnvironmentBuildError", "EnvironmentUnsupported", "WheelhouseError", "build_wheelhouse",
-    "checked", "download_wheels", "ensure_task_image", "ensure_venv_image", "env_hash", "read_declarations",
-    "resolved_pins", "sandbox_image",
+    "HASH_LABEL", "KIND_LABEL", "REPOSITORY", "EnvironmentBuildError", "EnvironmentUnsupported", "ResolveError",
+    "WheelhouseError", "build_lock", "build_wheelhouse", "checked", "download_wheels", "ensure_task_image",
+    "ensure_venv_image", "env_hash", "pinned_wheelhouse", "read_declarations", "resolve", "resolved_pins",
+    "sandbox_image",
 ]
