@@ -365,7 +365,9 @@ def listen(port: int) -> list[socket.socket]:
 def main(argv: list[str], guarded: bool) -> int:
     """`relay PORT`: serve until stdin ends. Exit status 0 at the end of stdin, 2 for a bad argument,
     1 when the port cannot be bound (said in the `ready` frame, `ready` false)."""
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # SIGPIPE stays ignored (Python's default): a client that hangs up early is an EPIPE on its own socket,
+    # which ends its connection only
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     if len(argv) != 1 or not argv[0].isdigit() or not 1 <= int(argv[0]) <= 65535:
         p.write_frame(stdout, {"kind": "ready", "ready": False, "error": f"relay: the arguments {argv!r} are not "
