@@ -4,10 +4,13 @@ the host answers (real containers, real clients inside: urllib, http.client, raw
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
+import shutil
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import docker
 import docker.errors
@@ -87,6 +90,32 @@ def test_pips_vendored_requests_inside_gets_the_answer_over_keep_alive(box: Dock
         """)
     assert seen == [0, 1, 5000, 100000]
     assert [len(r.body) for r in handler.requests] == [0, 1, 5000, 100000]
+
+
+HTTPX_PACKAGES = ("httpx", "httpcore", "h11", "anyio", "sniffio", "idna", "certifi")
+
+
+def test_httpx_inside_as_the_openai_sdk_uses_it_gets_the_answer(box: DockerSandbox, tmp_path: Path) -> None:
+    """httpx (pure Python: copied in from the host's environment, the sandbox's Python being the same 3.11)."""
+    packages = tmp_path / "packages"
+    for name in HTTPX_PACKAGES:
+        shutil.copytree(Path(importlib.import_module(name).__file__ or "").parent, packages / name,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(importlib.import_module("typing_extensions").__file__ or "", packages)
+    box.copy_in(packages, "/tmp/packages")
+    handler = Recorder(lambda r: HttpResponse(200, "OK", (("Content-Type", "application/json"),),
+                                              json.dumps({"object": "list", "got": r.body.decode()}).encode()))
+    with box.serve_loopback(18018, handler):
+        seen = probe_json(box, """
+            import json, sys
+            sys.path.insert(0, "/tmp/packages")
+            import httpx
+            with httpx.Client(base_url="http://127.0.0.1:18018/v1", timeout=10) as client:
+                print(json.dumps([client.post("/chat/completions", json={"n": i}).json()["got"] for i in range(3)]))
+        """)
+    assert seen == ['{"n":0}', '{"n":1}', '{"n":2}'] or seen == ['{"n": 0}', '{"n": 1}', '{"n": 2}']
+    assert [r.target for r in handler.requests] == ["/v1/chat/completions"] * 3
+    assert all(r.header("Connection") != "close" for r in handler.requests)     # one keep-alive connection
 
 
 def test_a_chunked_request_body_reaches_the_handler_decoded(box: DockerSandbox) -> None:
