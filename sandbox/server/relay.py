@@ -43,6 +43,8 @@ class Relay:
         self.ids = itertools.count(1)
         self.waiting: dict[int, tuple[threading.Event, list[dict[str, Any]]]] = {}
         self.waiting_lock = threading.Lock()
+        self.done = threading.Condition()   # `answering`: requests read and not yet answered
+        self.answering = 0
         self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self.closing = False
 
@@ -114,20 +116,40 @@ class Relay:
         while True:
             try:
                 read = read_request(rfile, wfile)
-                if read is None:
-                    return
-                fields, keep = read
-                status, reason, headers, body = answer_fields(self.ask(fields))
-            except Refused as refused:
+            except Refused as refused:   # answered here, and told to the host
                 wfile.write(refusal_bytes(refused))
                 wfile.flush()
                 self.send({"kind": "refused", "status": refused.status, "reason": str(refused)[:500]})
                 drain(conn)
                 return
-            wfile.write(response_bytes(status, reason, headers, body, keep, fields["method"] == "HEAD"))
-            wfile.flush()
-            if not keep:
+            if read is None:
                 return
+            with self.done:
+                self.answering += 1
+            try:
+                if not self.answer(wfile, *read):
+                    return
+            finally:
+                with self.done:
+                    self.answering -= 1
+                    self.done.notify_all()
+
+    def answer(self, wfile: IO[bytes], fields: dict[str, Any], keep: bool) -> bool:
+        """Ask the host and write its answer (a 503 if the relay ends first); whether the connection stays open."""
+        try:
+            status, reason, headers, body = answer_fields(self.ask(fields))
+        except Refused as refused:
+            wfile.write(refusal_bytes(refused))
+            wfile.flush()
+            return False
+        wfile.write(response_bytes(status, reason, headers, body, keep, fields["method"] == "HEAD"))
+        wfile.flush()
+        return keep
+
+    def wait_answered(self, timeout: float) -> None:
+        """Until every request read has been answered (the 503s of `close` included), `timeout` at most."""
+        with self.done:
+            self.done.wait_for(lambda: self.answering == 0, timeout)
 
 
 def drain(conn: socket.socket) -> None:
@@ -207,6 +229,11 @@ def main(argv: list[str], guarded: bool) -> int:
         sys.stderr.write(f"relay: a frame from the host could not be read ({exc}); the relay ends\n")
         return 1
     finally:
-        relay.close()
-        for sock in sockets:
+        for sock in sockets:   # shutdown wakes the thread blocked in accept(); close alone may not
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             sock.close()
+        relay.close()
+        relay.wait_answered(2.0)   # the clients still waiting read a 503 rather than a closed connection

@@ -21,7 +21,7 @@ from sandbox.agent_sweep import container_processes
 from sandbox.docker_sandbox import DockerSandbox
 from sandbox.errors import RelayError, SandboxError
 from sandbox.loopback import HttpRequest, HttpResponse
-from sandbox.relay import MAX_BODY, Relay
+from sandbox.relay import MAX_BODY, MAX_FRAME, Relay
 from tests.sandbox.conftest import make_spec, probe_json, run_python
 
 
@@ -343,6 +343,25 @@ def test_a_hostile_request_frame_is_refused_field_by_field(box: DockerSandbox) -
             with pytest.raises(protocol.FrameError, match="a request frame is malformed"):
                 relay._request({**good, **bad})
         assert relay.alive
+
+
+def test_a_frame_the_host_cannot_read_ends_the_relay_with_a_clear_error(box: DockerSandbox,
+                                                                       docker_client: docker.DockerClient) -> None:
+    relay = box.serve_loopback(18019, Recorder())
+    # the next frame the host reads announces more than a request frame may hold (as a broken relay would)
+    relay._stdout += protocol.HEADER.pack(MAX_FRAME + 1)
+    seen = probe_json(box, """
+        import json, urllib.error, urllib.request
+        try:
+            urllib.request.urlopen(urllib.request.Request("http://127.0.0.1:18019/", data=b"x"), timeout=20)
+        except urllib.error.HTTPError as exc:
+            print(json.dumps([exc.code, exc.read().decode()]))
+    """)
+    assert not relay.alive and f"a frame of {MAX_FRAME + 1} bytes exceeds the relay's {MAX_FRAME}" in relay.error
+    assert seen[0] == 503 and "closed before the host answered" in seen[1]
+    relay.close()
+    assert not docker_client.api.exec_inspect(relay.exec_id)["Running"] and relay_processes(box) == []
+    assert box.exec("true").ok                                           # the sandbox goes on
 
 
 def test_close_ends_the_relay_its_exec_and_its_port(box: DockerSandbox, docker_client: docker.DockerClient) -> None:
