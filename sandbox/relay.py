@@ -131,7 +131,7 @@ class Relay:
 
     def close(self, wait: float = 5.0) -> None:
         """End the relay: its stdin closes, it stops listening and exits; its exec is waited for (`wait`
-        seconds), then killed. Requests still in flight are not answered. Idempotent."""
+        seconds), then killed. Requests still in flight are answered 503 inside. Idempotent."""
         with self._state_lock:
             if self._closed:
                 return
