@@ -30,6 +30,8 @@ from sandbox.api import WORKDIR, ExecResult, FileData, SandboxSpec, WriteOutcome
 from sandbox.deployment.docker import BASE_ENV, IDLE_UID, DockerDeployment, container_options
 from sandbox.errors import ChannelClosed, SandboxError, SandboxUnavailable
 from sandbox.host_channel import Channel
+from sandbox.loopback import HttpHandler
+from sandbox.relay import Relay
 from sandbox.runtime.channel import ChannelRuntime
 
 __all__ = ["BASE_ENV", "IDLE_UID", "OVERLAY", "PROJECT_ARCHIVE_LABEL", "DockerSandbox", "container_options"]
@@ -48,6 +50,7 @@ class DockerSandbox:
         self.deployment = DockerDeployment(spec, client)
         self.runtime: ChannelRuntime | None = None
         self.last_sweep: SweepReport | None = None   # what the last sweep before a channel restart did
+        self.relays: list[Relay] = []   # the loopback relays serving (`serve_loopback`), closed with the sandbox
 
     @property
     def container(self) -> Any:
@@ -178,6 +181,9 @@ class DockerSandbox:
 
     def close(self) -> None:
         """Stop and remove the container and everything it created. Idempotent."""
+        for relay in self.relays:
+            relay.close(wait=1.0)
+        self.relays = []
         if self.runtime is not None:
             self.runtime.close()
             self.runtime = None
@@ -198,6 +204,23 @@ class DockerSandbox:
         if not self._still_running(settle=0):   # a dead container: no new channel, and no retry against it
             raise SandboxUnavailable(self.deployment.death())
         self.runtime.restart()
+
+    def serve_loopback(self, port: int, handler: HttpHandler, *, workers: int = 8) -> Relay:
+        """Serve `http://127.0.0.1:port` inside the sandbox with `handler` on the host (`sandbox.relay`): every
+        HTTP request a process in the sandbox makes there is answered by `handler(request)`, on one of
+        `workers` threads. The relay runs as nobody, so the agent can neither stop it nor take the port.
+        Use the Relay as a context manager, or `close()` it; `close()` of the sandbox closes it too.
+
+        Raises:
+            RelayError: the port is not 1-65535 or is taken inside, or the relay did not start.
+            SandboxError: the sandbox is closed.
+        """
+        if self._client is None or self.container is None:
+            raise SandboxError("the sandbox is closed; start a new one")
+        env = {"PATH": BASE_ENV["PATH"], "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+        relay = Relay(self._client, self.container.id, port, handler, env=env, workers=workers)
+        self.relays = [*(r for r in self.relays if r.alive), relay]
+        return relay
 
     def _end_agent_processes(self) -> SweepReport:
         """Before a new channel server starts: end every process of the agent from outside, and prove it."""

@@ -7,7 +7,8 @@
     │   └── ChannelClosed           the channel is gone; `Sandbox.restart_channel()` starts a new one
     ├── SandboxUnavailable          the container itself stopped or vanished (OOM, killed from outside,
     │                               the daemon restarted): nothing can run there again; `reason` says why
-    └── CopyError                   copying files in or out was refused (unsafe path, link, size cap)
+    ├── CopyError                   copying files in or out was refused (unsafe path, link, size cap)
+    └── RelayError                  the loopback relay (`sandbox.relay`) did not start, or ended on a bad frame
 
 Command failures are not exceptions: a command that exits non-zero or times out is an `ExecResult`.
 """
@@ -37,6 +38,10 @@ class ChannelClosed(ChannelError):
 
 class CopyError(SandboxError):
     """A copy into or out of the sandbox was refused."""
+
+
+class RelayError(SandboxError):
+    """The loopback relay could not serve its port (taken, refused) or broke off (a frame it could not read)."""
 
 
 class SandboxUnavailable(SandboxError):

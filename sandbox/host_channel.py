@@ -28,6 +28,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import docker
@@ -53,12 +54,7 @@ class Channel:
         self._stdout = bytearray()
         self._stderr = bytearray()
         self._broken = ""   # why the channel stopped being usable, once it has
-        self.exec_id = self._api.exec_create(container_id, ["python3", "-I", "-S", "-u", SERVER_PATH], stdin=True,
-                                             stdout=True, stderr=True, user=user, environment=env,
-                                             workdir="/")["Id"]
-        wrapped = self._api.exec_start(self.exec_id, socket=True)
-        self._sock: socket.socket = getattr(wrapped, "_sock", wrapped)  # type: ignore[arg-type]  # docker-py hands back a SocketIO wrapping the socket
-        self._wrapped = wrapped
+        self.exec_id, self._sock, self._wrapped = open_exec(client, container_id, [], user, env)
         self._sock.settimeout(30)
         frame = self._read_frame()
         try:
@@ -212,9 +208,7 @@ class Channel:
         return protocol.decode_body(_recv_exact(self._link, size, self._stderr_note))
 
     def _read_multiplexed(self) -> None:
-        header = self._recv_exact(8)
-        stream, size = header[0], struct.unpack(">I", header[4:])[0]
-        data = self._recv_exact(size)
+        stream, data = read_piece(self._sock, self._stderr_note)
         if stream == 2:
             self._stderr += data
             del self._stderr[:-8192]
@@ -223,6 +217,29 @@ class Channel:
 
     def _recv_exact(self, n: int) -> bytes:
         return _recv_exact(self._sock, n, self._stderr_note)
+
+
+def open_exec(client: docker.DockerClient, container_id: str, args: list[str], user: str,
+              env: dict[str, str]) -> tuple[str, socket.socket, Any]:
+    """Start `python3 -I -S -u SERVER_PATH *args` in the container (the channel server, or with `relay PORT`
+    the loopback relay) with its stdin, stdout and stderr on one socket: (exec id, the socket, docker-py's
+    wrapper of it, to close with it). Without a TTY its output comes multiplexed (`read_piece`)."""
+    exec_id = client.api.exec_create(container_id, ["python3", "-I", "-S", "-u", SERVER_PATH, *args], stdin=True,
+                                     stdout=True, stderr=True, user=user, environment=env, workdir="/")["Id"]
+    wrapped = client.api.exec_start(exec_id, socket=True)
+    sock: socket.socket = getattr(wrapped, "_sock", wrapped)  # type: ignore[arg-type]  # docker-py hands back a SocketIO wrapping the socket
+    return exec_id, sock, wrapped
+
+
+def read_piece(sock: socket.socket, note: Callable[[], str]) -> tuple[int, bytes]:
+    """The next piece of an exec's multiplexed output: its stream (1 stdout, 2 stderr) and bytes. Docker sends
+    each with an 8-byte header: the stream id, 3 zero bytes, the size (4 bytes, big-endian).
+
+    Raises:
+        ChannelClosed: the stream ended (the process exited, or the container stopped); `note()` is added.
+    """
+    header = _recv_exact(sock, 8, note)
+    return header[0], _recv_exact(sock, struct.unpack(">I", header[4:])[0], note)
 
 
 def _recv_exact(sock: socket.socket, n: int, note: Any) -> bytes:

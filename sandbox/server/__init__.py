@@ -11,5 +11,7 @@ image ships this package and the protocol module as /opt/harness/channel/sandbox
 - loop.py: `exec`: spawn, the read loop over the command's pipes, timeout;
 - capture.py: one output stream kept in bounded pieces (head, tail, error lines, saved file);
 - processes.py: the leftover sweep and the bash started ahead for the next command;
-- files.py: read, write (compare-and-swap on expect_sha256), tar in and out.
+- files.py: read, write (compare-and-swap on expect_sha256), tar in and out;
+- relay.py, http_wire.py: the loopback relay (its own process, as nobody: `__main__.py relay PORT`) and the
+  HTTP/1.x it reads and writes.
 """
