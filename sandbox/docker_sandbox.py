@@ -229,6 +229,16 @@ class DockerSandbox:
         self.last_sweep = end_agent_processes(self._client, self.container.id)
         return self.last_sweep
 
+    def interrupt(self) -> SweepReport:
+        """End every process of the agent from outside, the channel server's included (a budget ran out and
+        the agent did not stop): a command in flight on another thread raises ChannelClosed, and the
+        channel is used again only after `restart_channel()`. The relays, which run as nobody, go on.
+
+        Raises:
+            SandboxError: the sandbox is closed, or the daemon failed (`sandbox.agent_sweep`).
+        """
+        return self._end_agent_processes()
+
     def _live(self) -> ChannelRuntime:
         if self.runtime is None:
             raise ChannelClosed("the exec channel is not running; call restart_channel()")

@@ -48,7 +48,8 @@ from sandbox.factory import SandboxSource, open_sandbox
 __all__ = ["Workspace", "WorkspaceKind", "new_session_name", "open_task_workspace", "open_workspace",
            "sandbox_spec", "session_catalog", "session_image", "task_spec"]
 
-WorkspaceKind = Literal["session", "verdict", "mcp", "cli", "tasks-new", "grading", "adapter", "mini", "inspect"]
+WorkspaceKind = Literal["session", "verdict", "mcp", "cli", "tasks-new", "grading", "adapter", "mini", "inspect",
+                        "external"]
 """What a sandbox is for: its `harness.kind` label, which `harness sandbox ls` shows and tests select by."""
 
 

@@ -21,9 +21,9 @@ from rich.console import Console
 from rich.text import Text
 
 from harness import checks
+from harness.agent.external import run_external_session
 from harness.agent.inplace import RepoTask, read_problem, repo_task, selection_lines, write_base
 from harness.agent.loop import StepEvent, StopReason
-from harness.agent.external import run_external_session
 from harness.agent.session import SessionOutcome, run_session, session_image
 from harness.approval.wiring import resolve_mode
 from harness.cli.common import EXIT_FAILED, EXIT_INFRA, print_safe, safe_line, stderr_progress

@@ -111,9 +111,17 @@ def check_model(spec: str, tasks: list[Task], config: Config, secrets: Secrets) 
         return []
     try:
         spec = resolve_auto(spec, config, secrets)
-        make_model(spec, config, secrets)
+        agent = config.loop.agent is not None
+        for task in tasks[:1] if spec.startswith("replay:") else [None]:   # replay: every task's recording, below
+            make_model(spec, config, secrets, task=task, for_agent=agent)
     except ConfigError as exc:
         return [Problem(USAGE, f"--model {spec}: {exc}")]
+    if spec.startswith("replay:"):
+        folder = Path(spec.partition(":")[2])
+        missing = sorted(t.id for t in tasks if not (folder / f"{t.id}.traj.json").is_file())
+        return [Problem(USAGE, f"--model {spec} replays DIR/<instance_id>.traj.json, and {len(missing)} instance(s) "
+                               f"have none in {folder}: {', '.join(missing[:20])}; leave them out with "
+                               "--instance-ids, e.g. --instance-ids django__django-11099")] if missing else []
     provider = spec.partition(":")[0]
     base_url = config.model.base_url or (secrets.openai_base_url if provider == "openai" else None)
     if provider in ("openai", "anthropic") and base_url:

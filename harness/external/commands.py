@@ -7,17 +7,20 @@ keep litellm, pip and the Hugging Face hub from trying. The task text is written
 
     mini_swe_agent(spec, request)   mini --yolo --exit-immediately, its settings in a YAML file
     aider(spec, request)            aider --message-file, its settings as --flag=value pairs
+    tiny_agent(spec, request)       the example agent of the package, with the image's python3
     shell_command(spec, request)    the operator's `cmd:` command, run with bash
 """
 
 from __future__ import annotations
 
 import json
+from importlib import resources
 
 from harness.external.spec import RUN_DIR, TASK_FILE, AgentInvocation, AgentRequest, AgentSpec
 
 MINI_CONFIG = f"{RUN_DIR}/mini-run.yaml"
 MINI_TRAJECTORY = f"{RUN_DIR}/mini.traj.json"
+TINY_AGENT = f"{RUN_DIR}/tiny_agent.py"
 AIDER_CONFIG = f"{RUN_DIR}/aider.conf.yml"
 AIDER_METADATA = f"{RUN_DIR}/aider-model.json"
 AIDER_CHAT_HISTORY = f"{RUN_DIR}/aider.chat.history.md"
@@ -114,6 +117,14 @@ def aider(spec: AgentSpec, request: AgentRequest) -> AgentInvocation:
     return AgentInvocation(argv=("/bin/bash", "-c", _AIDER_WRAPPER, "aider", spec.entry, *flags),
                            env=base_environment(request), files=files, cwd=request.workdir,
                            outputs=(AIDER_CHAT_HISTORY, AIDER_LLM_HISTORY))
+
+
+def tiny_agent(spec: AgentSpec, request: AgentRequest) -> AgentInvocation:
+    """The example agent that ships in the package (harness/data/agents/tiny_agent.py), written next to the
+    task and run with the image's own python3 (standard library only)."""
+    source = (resources.files("harness") / "data" / "agents" / "tiny_agent.py").read_text(encoding="utf-8")
+    return AgentInvocation(argv=("/usr/bin/python3", "-I", TINY_AGENT), env=base_environment(request),
+                           files={TASK_FILE: request.task, TINY_AGENT: source}, cwd=request.workdir)
 
 
 def shell_command(spec: AgentSpec, request: AgentRequest) -> AgentInvocation:

@@ -35,6 +35,9 @@ CATALOGUE: dict[str, AgentSpec] = {spec.name: spec for spec in (
     AgentSpec(name="aider", requirements=(AIDER,), install_name="aider", entry=f"{AGENTS_ROOT}/aider/bin/aider",
               protocol="openai", invoke=commands.aider,
               summary="aider on one message, diff edit format, edits applied without commits"),
+    AgentSpec(name="tiny", requirements=(), install_name="", entry="/usr/bin/python3", protocol="openai",
+              invoke=commands.tiny_agent,
+              summary="the package's example agent: 60 lines of standard library, one bash tool (docs/agents.md)"),
 )}
 _EXAMPLES = "e.g. --agent mini-swe-agent, --agent aider==0.86.2 or --agent 'cmd:python3 /workspace/agent.py'"
 

@@ -110,11 +110,20 @@ class AgentSpec:
     summary: str = ""
     command: str = ""     # a `cmd:` agent's bash command (given by the operator)
     as_of: str = "2026-12-01"   # its dependencies are resolved as released by this date (reproducible)
+    repinned: bool = False      # its package pinned off the catalogue's version (`NAME==VERSION`)
 
     @property
     def home(self) -> str:
         """The agent's venv in the image, or "" for an agent that installs nothing."""
         return f"{AGENTS_ROOT}/{self.install_name}" if self.requirements else ""
+
+    @property
+    def label(self) -> str:
+        """How runs and reports name this agent: `NAME`, `NAME==VERSION` when pinned off the catalogue's
+        version, `cmd:COMMAND` for the operator's own."""
+        if self.command:
+            return f"cmd:{self.command}"
+        return f"{self.name}=={self.package.split('==', 1)[1]}" if self.repinned else self.name
 
     @property
     def package(self) -> str:
@@ -124,7 +133,7 @@ class AgentSpec:
     def with_version(self, version: str) -> AgentSpec:
         """This agent pinned at `version` instead (its own package only)."""
         name = self.package.split("==", 1)[0]
-        return replace(self, requirements=(f"{name}=={version}", *self.requirements[1:]))
+        return replace(self, requirements=(f"{name}=={version}", *self.requirements[1:]), repinned=True)
 
     def invocation(self, request: AgentRequest) -> AgentInvocation:
         """The argv, environment and files that run this agent on `request`."""

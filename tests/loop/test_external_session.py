@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 import subprocess
 import sys
+import textwrap
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -88,7 +90,8 @@ class _FakeOpenAI(BaseHTTPRequestHandler):
                  + " / 2>/dev/null | head; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n'"
                  " | grep -c " + CANARY[:12] + "; ps -eo args | grep -c " + CANARY[:12] + "; echo PROBED")
         message = ({"role": "assistant", "content": None, "tool_calls": [{
-            "id": "call_1", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": probe})}}]}
+            "id": "call_1", "type": "function",
+            "function": {"name": "bash", "arguments": json.dumps({"command": probe})}}]}
             if first else {"role": "assistant", "content": "done"})
         answer = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                              "choices": [{"index": 0, "message": message,
@@ -118,9 +121,8 @@ def test_the_real_key_stays_on_the_host(tmp_path: Path, fake_openai: str) -> Non
     """The backend gets the operator's key; the sandbox's environment, files and processes never hold it."""
     config = Config()
     model = OpenAIModel("gpt-fake", api_key=CANARY, config=config.model, max_tokens=1000, base_url=fake_openai)
-    outcome = run_external_session(load_task(WORDCOUNT), parse_agent("tiny"), model,
-                                   config.replace(model=dataclasses.replace(config.model, spec="openai:gpt-fake",
-                                                                            prices={"openai:gpt-fake": [1, 2, 0.1, 1]})),
+    priced = dataclasses.replace(config.model, spec="openai:gpt-fake", prices={"openai:gpt-fake": [1, 2, 0.1, 1]})
+    outcome = run_external_session(load_task(WORDCOUNT), parse_agent("tiny"), model, config.replace(model=priced),
                                    tmp_path / "run", labels={"harness.test": "1"})
     log = (tmp_path / "run" / "agent.log").read_text()
     assert "PROBED" in log, log
@@ -133,7 +135,8 @@ def test_the_real_key_stays_on_the_host(tmp_path: Path, fake_openai: str) -> Non
 
 def test_anything_else_the_agent_sends_fails_at_once_saying_why(tmp_path: Path) -> None:
     tries = ("t0=$(date +%s); pip download --no-deps six -d /tmp/x 2>&1 | tail -3; "
-             "curl -sS https://example.com/ 2>&1 | tail -2; git ls-remote https://github.com/psf/requests 2>&1 | tail -2; "
+             "curl -sS https://example.com/ 2>&1 | tail -2; "
+             "git ls-remote https://github.com/psf/requests 2>&1 | tail -2; "
              "python3 -c 'import urllib.request as u; u.urlopen(\"http://pypi.org/simple/\")' 2>&1 | tail -1; "
              "echo ELAPSED $(( $(date +%s) - t0 ))")
     script = {"turns": [[{"type": "tool_use", "name": "bash", "input": {"command": tries}}],
@@ -149,18 +152,26 @@ def test_anything_else_the_agent_sends_fails_at_once_saying_why(tmp_path: Path) 
     assert len(refused) >= 3, refused
 
 
+_STUBBORN = textwrap.dedent("""
+    import json, os, urllib.request as u
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    for _ in range(10):
+        try:
+            u.urlopen(u.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=body,
+                                headers={"Content-Type": "application/json"}))
+            print("answered")
+        except Exception as exc:
+            print("refused", exc)
+""")
+
+
 def test_a_spent_budget_stops_the_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """After max_turns calls the next is refused; an agent that goes on regardless is ended from outside."""
     monkeypatch.setattr(external, "GRACE_SECONDS", 2.0)
     turn = [{"type": "tool_use", "name": "bash", "input": {"command": "echo working"}}]
     path = tmp_path / "script.json"
     path.write_text(json.dumps({"turns": [turn] * 10}))
-    stubborn = ("cmd:python3 -c 'import os, urllib.request as u\n"
-                "for _ in range(10):\n"
-                "    body = b\"{\\\"model\\\": \\\"m\\\", \\\"messages\\\": [{\\\"role\\\": \\\"user\\\", \\\"content\\\": \\\"hi\\\"}]}\"\n"
-                "    try: u.urlopen(u.Request(os.environ[\"OPENAI_BASE_URL\"] + \"/chat/completions\", data=body, "
-                "headers={\"Content-Type\": \"application/json\"})); print(\"answered\")\n"
-                "    except Exception as exc: print(\"refused\", exc)\n'; sleep 300")
+    stubborn = f"cmd:python3 -c {shlex.quote(_STUBBORN)}; sleep 300"
     outcome = _run(stubborn, ScriptedModel.from_file(path), tmp_path, max_turns=2)
     assert outcome.stop_reason == "budget"
     assert outcome.turns == 2
