@@ -259,7 +259,7 @@ _ABOVE_CORE = ("harness.tools", "harness.models", "harness.approval", "harness.e
 _MCP_WITH_SDK = ("harness.mcp.client", "harness.mcp.connect", "harness.mcp.server", "harness.mcp.service")
 _TOP = ("harness.evaluation", "harness.cli", "harness.web", "harness.integrations")
 _AGENT = {name: f"harness.agent.{name}"
-          for name in ("history", "trajectory", "workspace", "assembly", "loop", "verdict", "session", "inplace")}
+          for name in ("history", "trajectory", "workspace", "assembly", "loop", "verdict", "session", "external", "inplace")}
 
 
 def _agent_above(name: str) -> tuple[str, ...]:
@@ -294,6 +294,7 @@ LAYERS_NEVER_IMPORT = {
     "harness.agent.loop": (*_MCP_WITH_SDK, *_agent_above("loop"), *_TOP),
     "harness.agent.verdict": ("harness.mcp.server", "harness.mcp.service", *_agent_above("verdict"), *_TOP),
     "harness.agent.session": ("harness.mcp.server", "harness.mcp.service", *_agent_above("session"), *_TOP),
+    "harness.agent.external": ("harness.mcp.server", "harness.mcp.service", *_agent_above("external"), *_TOP),
     "harness.agent": ("harness.mcp.server", "harness.mcp.service", *_TOP),
     "harness.mcp": _TOP,
     "harness.evaluation": ("harness.cli", "harness.web", "harness.integrations", "harness.mcp.server",

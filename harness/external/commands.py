@@ -42,7 +42,7 @@ def base_environment(request: AgentRequest) -> dict[str, str]:
         **{name: proxy for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
                                     "all_proxy")},
         "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
-        "PIP_RETRIES": "0", "PIP_TIMEOUT": "10", "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "PIP_RETRIES": "1", "PIP_TIMEOUT": "10", "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
         "XDG_CONFIG_HOME": f"{RUN_DIR}/config", "XDG_CACHE_HOME": f"{RUN_DIR}/cache",
         "XDG_DATA_HOME": f"{RUN_DIR}/data", "XDG_STATE_HOME": f"{RUN_DIR}/state",

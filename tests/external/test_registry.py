@@ -128,5 +128,5 @@ def test_every_agent_gets_the_gateway_as_endpoint_and_proxy_and_no_network_switc
     assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:8400" and env["ANTHROPIC_API_KEY"] == "dummy"
     assert env["HTTPS_PROXY"] == env["https_proxy"] == env["HTTP_PROXY"] == "http://127.0.0.1:8400"
     assert env["NO_PROXY"] == "127.0.0.1,localhost"
-    assert env["PIP_RETRIES"] == "0" and env["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
+    assert env["PIP_RETRIES"] == "1" and env["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
     assert "PATH" not in env and "HOME" not in env          # the sandbox's own stay

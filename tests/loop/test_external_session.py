@@ -86,9 +86,11 @@ class _FakeOpenAI(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).seen.append(self.headers.get("Authorization", ""))
         first = sum(1 for m in body["messages"] if m["role"] == "tool") == 0
-        probe = ("env | grep -c " + CANARY[:12] + "; grep -rl --exclude-dir=proc --exclude-dir=sys " + CANARY[:12]
-                 + " / 2>/dev/null | head; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n'"
-                 " | grep -c " + CANARY[:12] + "; ps -eo args | grep -c " + CANARY[:12] + "; echo PROBED")
+        # the pattern matches the key but not itself, so the probe's own command line is not counted
+        pattern = f"'{CANARY[:8]}[{CANARY[8]}]{CANARY[9:]}'"
+        probe = (f"env | grep -c {pattern}; grep -rl --exclude-dir=proc --exclude-dir=sys {pattern} / 2>/dev/null"
+                 f" | head; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' | "
+                 f"grep -c {pattern}; ps -eo args | grep -c {pattern}; echo PRO''BED")
         message = ({"role": "assistant", "content": None, "tool_calls": [{
             "id": "call_1", "type": "function",
             "function": {"name": "bash", "arguments": json.dumps({"command": probe})}}]}
@@ -126,17 +128,18 @@ def test_the_real_key_stays_on_the_host(tmp_path: Path, fake_openai: str) -> Non
                                    tmp_path / "run", labels={"harness.test": "1"})
     log = (tmp_path / "run" / "agent.log").read_text()
     assert "PROBED" in log, log
-    counts = log.split("$ env | grep")[1].split("PROBED")[0]
-    assert [line for line in counts.splitlines() if line.strip().isdigit()] == ["0", "0", "1"], log   # ps: grep itself
+    lines = log.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("$ env | grep"))
+    counts = lines[start + 1:lines.index("PROBED")]
+    assert [line.strip() for line in counts if line.strip()] == ["0", "0", "0"], log
     assert _FakeOpenAI.seen and all(seen == f"Bearer {CANARY}" for seen in _FakeOpenAI.seen)
     assert outcome.usage.input_tokens == 120 and outcome.usage.cache_read_tokens == 80
     assert outcome.cost_usd == pytest.approx((120 * 1 + 20 * 2 + 80 * 0.1) / 1e6)
 
 
 def test_anything_else_the_agent_sends_fails_at_once_saying_why(tmp_path: Path) -> None:
-    tries = ("t0=$(date +%s); pip download --no-deps six -d /tmp/x 2>&1 | tail -3; "
-             "curl -sS https://example.com/ 2>&1 | tail -2; "
-             "git ls-remote https://github.com/psf/requests 2>&1 | tail -2; "
+    tries = ("t0=$(date +%s); pip download --no-deps six -d /tmp/x 2>&1; "
+             "git ls-remote https://github.com/psf/requests 2>&1; "
              "python3 -c 'import urllib.request as u; u.urlopen(\"http://pypi.org/simple/\")' 2>&1 | tail -1; "
              "echo ELAPSED $(( $(date +%s) - t0 ))")
     script = {"turns": [[{"type": "tool_use", "name": "bash", "input": {"command": tries}}],
@@ -145,7 +148,7 @@ def test_anything_else_the_agent_sends_fails_at_once_saying_why(tmp_path: Path) 
     path.write_text(json.dumps(script))
     _run("tiny", ScriptedModel.from_file(path), tmp_path)
     log = (tmp_path / "run" / "agent.log").read_text()
-    elapsed = int(log.split("ELAPSED ")[1].split()[0])
+    elapsed = int(log.rsplit("ELAPSED ", 1)[1].split()[0])
     assert elapsed <= 20, log
     assert log.count("the sandbox has no network") >= 2, log    # pip and urllib print the refusal's reason
     refused = [r for r in _lines(tmp_path / "run" / "calls.jsonl") if r.get("status") == 403]
