@@ -259,7 +259,8 @@ _ABOVE_CORE = ("harness.tools", "harness.models", "harness.approval", "harness.e
 _MCP_WITH_SDK = ("harness.mcp.client", "harness.mcp.connect", "harness.mcp.server", "harness.mcp.service")
 _TOP = ("harness.evaluation", "harness.cli", "harness.web", "harness.integrations")
 _AGENT = {name: f"harness.agent.{name}"
-          for name in ("history", "trajectory", "workspace", "assembly", "loop", "verdict", "session", "external", "inplace")}
+          for name in ("history", "trajectory", "workspace", "assembly", "loop", "verdict", "session", "external",
+                       "inplace")}
 
 
 def _agent_above(name: str) -> tuple[str, ...]:

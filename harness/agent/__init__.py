@@ -17,7 +17,8 @@ from sandbox.surface import lazy_names
 
 __all__ = [
     "GIT_ENV", "load_trajectory", "new_session_name", "open_task_workspace", "open_workspace",
-    "pinned_requirements", "read_problem", "repo_task", "RepoTask", "run_external_session", "run_session", "sandbox_spec",
+    "pinned_requirements", "read_problem", "repo_task", "RepoTask", "run_external_session", "run_session",
+    "sandbox_spec",
     "selection_lines", "session_catalog", "session_image", "session_spec", "SessionOutcome", "StepEvent",
     "StopReason", "task_meta", "task_spec", "Workspace", "WorkspaceKind", "write_base", "write_task_dir",
 ]
