@@ -126,23 +126,29 @@ def _run_agent(workspace: Workspace, agent: AgentSpec, gateway: Gateway, task: T
                                         base_url=f"http://127.0.0.1:{GATEWAY_PORT}/v1",
                                         step_limit=config.loop.max_turns))
     seconds = config.loop.max_wall_seconds or DEFAULT_SECONDS
-    ended = threading.Event()
-    watch = threading.Thread(target=_watch_budgets, args=(sandbox, gateway, ended), daemon=True,
+    ended, interrupting = threading.Event(), threading.Event()
+    watch = threading.Thread(target=_watch_budgets, args=(sandbox, gateway, ended, interrupting), daemon=True,
                              name=f"budget-watch-{workspace.session}")
     say(f"agent running: {agent.label}")
+    result: ExecResult | None = None
     with sandbox.serve_loopback(GATEWAY_PORT, gateway.handle):
         watch.start()
         try:
             result = run_invocation(sandbox, how, seconds)
-        except ChannelClosed:
-            if gateway.exhausted is None:
+        except (ChannelClosed, SandboxUnavailable):
+            # ended from outside by the watch: the channel closed, or the command saw the container paused
+            # for the sweep; anything else is the sandbox's failure and goes up
+            if not interrupting.is_set():
                 raise
-            sandbox.restart_channel()
-            return ExternalRun(None, "budget", f"{gateway.exhausted.message}; the agent did not stop within "
-                                               f"{GRACE_SECONDS:.0f} s and was ended")
         finally:
             ended.set()
-            watch.join()
+            watch.join()      # the sweep is over before the channel starts again
+    if interrupting.is_set():   # the channel's server was ended with the agent: a new one for the patch
+        sandbox.restart_channel()
+    if result is None:
+        assert gateway.exhausted is not None
+        return ExternalRun(None, "budget", f"{gateway.exhausted.message}; the agent did not stop within "
+                                           f"{GRACE_SECONDS:.0f} s and was ended")
     if gateway.exhausted is not None:
         return ExternalRun(result, "budget", gateway.exhausted.message)
     if result.timed_out:
@@ -161,11 +167,14 @@ def agent_model_name(name: str) -> str:
     return cleaned or "model"
 
 
-def _watch_budgets(sandbox: DockerSandbox, gateway: Gateway, ended: threading.Event) -> None:
-    """Once a budget ran out, give the agent GRACE_SECONDS to stop, then end its processes from outside."""
+def _watch_budgets(sandbox: DockerSandbox, gateway: Gateway, ended: threading.Event,
+                   interrupting: threading.Event) -> None:
+    """Once a budget ran out, give the agent GRACE_SECONDS to stop, then end its processes from outside
+    (`interrupting` is set first, so the runner knows a closed channel is this)."""
     while not ended.wait(0.2):
         if gateway.exhausted is not None:
             if not ended.wait(GRACE_SECONDS):
+                interrupting.set()
                 sandbox.interrupt()
             return
 
