@@ -1,5 +1,7 @@
 """Real SWE-bench rows, unmodified, through `harness eval`: gold must resolve, empty must not.
 
+(Over 400 lines: the sample run and the gold table share the readers of rows, sources and reports.)
+
 A sample of SWE-bench Lite (the shared test and dev rows), a few instances per repository, is run
 twice through the CLI as a researcher runs it, `--model gold` then `--model empty`, with the sources
 from `--repos DIR` (tarballs `<instance_id>.tar.gz` or git clones `<owner>__<name>` holding the base
@@ -15,14 +17,26 @@ commits). Printed:
 With `--predictions FILE --verdicts FILE` it also grades a published system's predictions and
 compares each verdict with the published one (`verdicts.json`: {"resolved": [ids], ...}).
 
+With `--table ROWS...` it runs the gold table instead: gold and empty predictions over every row of the
+given files (e.g. /work/data/rows/lite-test-5.0.jsonl) whose source is in --repos, in chunks of --chunk
+rows (ordered by repository and version, so a chunk shares environments), each chunk one `harness eval
+--predictions ... --out DIR/<gold|empty>/<chunk> [--resume]`. Stop it at any time (Ctrl-C) and run the
+same command again: finished instances are kept, the rest continue; --max-chunks bounds one sitting. It
+then prints, in the markdown of docs/evaluation.md, the per-repository table and the per-instance table
+(resolved; unresolved with the reason; unsupported with the reason; infrastructure failures; rows
+without a source). --report-only prints them from what is done.
+
     .venv/bin/python bench/bench_swebench.py --repos DIR [--per-repo 5] [--compiled 2] [--workers 2]
         [--repo django/django ...] [--out DIR] [--predictions FILE --verdicts FILE [--published-per-repo 3]]
+    .venv/bin/python bench/bench_swebench.py --repos DIR --table ROWS... --out DIR [--chunk 20]
+        [--max-chunks N] [--workers 2] [--test-timeout 1800] [--dataset NAME --split NAME] [--report-only]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -205,6 +219,158 @@ def published(args: argparse.Namespace, out: Path) -> None:
     print(f"verdicts: {agree} agree, {disagree} disagree, {skipped} not graded here")
 
 
+TABLE_MODELS = ("gold", "empty")
+ROW_DEFECT = re.compile(r"/n/fs/|/tmp/tmp")      # a required test id holding the dataset makers' own path
+
+
+def table_chunks(args: argparse.Namespace) -> list[Path]:
+    """The chunk files of the table in args.out (made once from args.table; the same rows on every run)."""
+    folder = args.out / "chunks"
+    if folder.is_dir():
+        return sorted(folder.glob("[0-9][0-9][0-9].jsonl"))
+    rows: dict[str, dict[str, Any]] = {}
+    for name in args.table:
+        for line in Path(name).read_text().splitlines():
+            if line.strip():
+                rows.setdefault(json.loads(line)["instance_id"], json.loads(line))
+    ordered = sorted(rows.values(), key=lambda r: (r["repo"], r["version"], r["instance_id"]))
+    sourced = [r for r in ordered if has_source(r, args.repos) and complete(r, args.repos)]
+    missing = {r["instance_id"]: r["repo"] for r in ordered if r not in sourced}
+    folder.mkdir(parents=True)
+    (args.out / "no-source.json").write_text(json.dumps(missing, indent=1))
+    for number, start in enumerate(range(0, len(sourced), args.chunk)):
+        part = sourced[start:start + args.chunk]
+        (folder / f"{number:03}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in part))
+        (folder / f"{number:03}.empty.jsonl").write_text("".join(json.dumps(
+            {"instance_id": r["instance_id"], "model_name_or_path": "empty", "model_patch": ""}) + "\n" for r in part))
+    print(f"table: {len(sourced)} rows with a source in {len(list(folder.glob('???.jsonl')))} chunks, "
+          f"{len(missing)} without one ({args.out / 'no-source.json'})")
+    return sorted(folder.glob("[0-9][0-9][0-9].jsonl"))
+
+
+def chunk_done(out: Path) -> bool:
+    report = out / "report.json"
+    return report.is_file() and not json.loads(report.read_text()).get("incomplete_ids")
+
+
+def run_table(args: argparse.Namespace, chunks: list[Path]) -> None:
+    """Run every chunk not finished yet, gold then empty, resuming a chunk an earlier sitting started."""
+    ran = 0
+    for chunk in chunks:
+        for model in TABLE_MODELS:
+            out = args.out / model / chunk.stem
+            if chunk_done(out):
+                continue
+            if args.max_chunks is not None and ran >= args.max_chunks:
+                print(f"--max-chunks {args.max_chunks} reached; run the same command again to continue")
+                return
+            predictions = "gold" if model == "gold" else str(chunk.with_suffix(".empty.jsonl"))
+            cmd = [sys.executable, "-m", "harness.cli.main", "eval", "--instances", str(chunk), "--repos",
+                   str(args.repos), "--predictions", predictions, "--out", str(out), "--workers", str(args.workers),
+                   "--json", "--label", "harness.bench=1", *(["--resume"] if (out / "run.json").is_file() else []),
+                   *(["--dataset", args.dataset] if args.dataset else []),
+                   *(["--split", args.split] if args.split else []), "--test-timeout", str(args.test_timeout)]
+            started = time.monotonic()
+            proc = subprocess.run(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            ran += 1
+            print(f"{model} chunk {chunk.stem}: exit {proc.returncode} in {time.monotonic() - started:.0f} s")
+            if proc.returncode == 130 or proc.returncode < 0:     # Ctrl-C, SIGTERM, or killed
+                raise SystemExit(f"stopped (exit {proc.returncode}); run the same command again to continue")
+            if proc.returncode not in (0, 3):
+                raise SystemExit(f"harness eval failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+
+
+def table_reason(out: Path, iid: str, entry: dict[str, Any]) -> str:
+    """Why an instance is not resolved, in one line for a markdown table cell."""
+    status = entry.get("status")
+    if status in ("unsupported", "error"):
+        text = str(entry.get("error") or status).splitlines()[0]
+        return text if len(text) <= 240 else text[:240] + " ..."
+    if status == "patch_failed":
+        return "the patch does not apply (patch_apply.txt)"
+    verdict = json.loads((out / "instances" / iid / "report.json").read_text())[iid]
+    failed = [t for kind in ("FAIL_TO_PASS", "PASS_TO_PASS") for t in (verdict.get("tests_status") or {}).get(
+        kind, {}).get("failure", [])]
+    parts = [f"tests rejected: {verdict['tests_rejected']['reason']}"] if verdict.get("tests_rejected") else []
+    timed_out = entry.get("failure_reason") == "tests_timed_out"
+    parts += ["the tests timed out (--test-timeout)"] if timed_out else []
+    if any(ROW_DEFECT.search(t) for t in failed):
+        parts.append("row defect: a required test id holds the dataset makers' temporary path")
+    if failed and not timed_out:
+        parts.append(f"{len(failed)} required test(s) failed: {', '.join(failed[:3])}{' ...' * (len(failed) > 3)}")
+    return "; ".join(parts) or "unresolved"
+
+
+def cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("`", "'").replace("\n", " ")
+
+
+def empty_verdict(out: Path, iid: str, entry: dict[str, Any]) -> str:
+    """The tests' verdict on an empty patch: report.json's `tests_resolved`, or, in a report written before
+    it carried that key, the instance's own report.json (its `runs` are there when the tests ran)."""
+    resolved = entry.get("tests_resolved")
+    if resolved is None:
+        report = out / "instances" / iid / "report.json"
+        verdict = json.loads(report.read_text()).get(iid, {}) if report.is_file() else {}
+        resolved = verdict.get("resolved") if verdict.get("runs") else None
+    return "not graded" if resolved is None else "resolved" if resolved else "not resolved"
+
+
+def table_results(args: argparse.Namespace, chunks: list[Path]) -> dict[str, dict[str, tuple[str, str]]]:
+    """{model: {instance: (status, reason)}} over every chunk run so far."""
+    results: dict[str, dict[str, tuple[str, str]]] = {m: {} for m in TABLE_MODELS}
+    for model in TABLE_MODELS:
+        for chunk in chunks:
+            out = args.out / model / chunk.stem
+            report = json.loads((out / "report.json").read_text()) if (out / "report.json").is_file() else {}
+            for iid, entry in report.get("instances", {}).items():
+                status = str(entry.get("status"))
+                if status == "empty_patch":       # the empty prediction: did the tests resolve it anyway?
+                    results[model][iid] = (empty_verdict(out, iid, entry), "")
+                else:
+                    results[model][iid] = (status, "" if status == "resolved" else table_reason(out, iid, entry))
+    return results
+
+
+def print_gold_table(args: argparse.Namespace, chunks: list[Path]) -> None:
+    rows = [json.loads(line) for c in chunks for line in c.read_text().splitlines() if line.strip()]
+    missing = json.loads((args.out / "no-source.json").read_text())
+    results = table_results(args, chunks)
+    gold, empty = results["gold"], results["empty"]
+    repos = sorted({r["repo"] for r in rows} | set(missing.values()))
+    print("\n| repository | rows | gold resolved | unresolved | unsupported | infrastructure | no source | not run "
+          "| empty resolved |\n|---|---|---|---|---|---|---|---|---|")
+    for repo in repos:
+        ids = [r["instance_id"] for r in rows if r["repo"] == repo]
+        count = {s: sum(1 for i in ids if gold.get(i, ("not run",))[0] == s)
+                 for s in ("resolved", "unresolved", "patch_failed", "unsupported", "error", "not run")}
+        nosource = sum(1 for r in missing.values() if r == repo)
+        print(f"| {repo} | {len(ids) + nosource} | {count['resolved']} | {count['unresolved'] + count['patch_failed']} "
+              f"| {count['unsupported']} | {count['error']} | {nosource} | {count['not run']} "
+              f"| {sum(1 for i in ids if empty.get(i, ('',))[0] == 'resolved')} |")
+    print("\n| instance | gold | why not resolved | empty |\n|---|---|---|---|")
+    for row in rows:
+        iid = row["instance_id"]
+        status, reason = gold.get(iid, ("not run", ""))
+        print(f"| {iid} | {status} | {cell(reason)} | {empty.get(iid, ('not run', ''))[0]} |")
+    for iid in sorted(missing):
+        print(f"| {iid} | no source | {cell('the source snapshot lacks part of its tree (see --repos README)')} | |")
+    graded = {m: [s for s, _ in results[m].values() if s not in ("unsupported", "error", "not graded")]
+              for m in TABLE_MODELS}
+    print(f"\ngold resolved {graded['gold'].count('resolved')}/{len(graded['gold'])} graded "
+          f"({sum(1 for s, _ in gold.values() if s == 'unsupported')} unsupported, "
+          f"{sum(1 for s, _ in gold.values() if s == 'error')} infrastructure failures, {len(rows) - len(gold)} not "
+          f"run yet, {len(missing)} without a source); empty resolved "
+          f"{graded['empty'].count('resolved')}/{len(graded['empty'])} graded")
+
+
+def table(args: argparse.Namespace) -> None:
+    chunks = table_chunks(args)
+    if not args.report_only:
+        run_table(args, chunks)
+    print_gold_table(args, chunks)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repos", type=Path, required=True)
@@ -217,8 +383,18 @@ def main() -> None:
     parser.add_argument("--verdicts", help="its published verdicts: JSON with a 'resolved' id list")
     parser.add_argument("--published-per-repo", type=int, default=3, help="published predictions graded per repository")
     parser.add_argument("--published-only", action="store_true", help="only grade the published predictions")
+    parser.add_argument("--table", nargs="+", metavar="ROWS", help="run the gold table over these row files")
+    parser.add_argument("--chunk", type=int, default=20, help="rows per `harness eval` run of the table")
+    parser.add_argument("--max-chunks", type=int, help="chunk runs in this sitting (default: all)")
+    parser.add_argument("--report-only", action="store_true", help="print the table from what is done")
+    parser.add_argument("--dataset", help="recorded in each run.json, e.g. SWE-bench/SWE-bench_Lite")
+    parser.add_argument("--split", help="recorded in each run.json, e.g. test")
+    parser.add_argument("--test-timeout", type=float, default=1800.0, help="seconds per test run in the table")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.table:
+        table(args)
+        return
     if args.published_only:
         published(args, args.out)
         return

@@ -78,6 +78,7 @@ class Relay:
         self._in_flight: set[int] = set()
         self._counts = {"requests": 0, "refused": 0, "handler_errors": 0, "bytes_in": 0, "bytes_out": 0}
         self._closed = False
+        self._close_done = threading.Event()    # set once the first close() has waited for (or killed) the exec
         self.error = ""   # why the relay ended by itself, once it has
         try:
             self.exec_id, self._sock, self._wrapped = open_exec(client, container_id, ["relay", str(port)],
@@ -131,21 +132,27 @@ class Relay:
 
     def close(self, wait: float = 5.0) -> None:
         """End the relay: its stdin closes, it stops listening and exits; its exec is waited for (`wait`
-        seconds), then killed. Requests still in flight are answered 503 inside. Idempotent."""
+        seconds), then killed. Requests still in flight are answered 503 inside. Idempotent: a later call
+        (the relay ended on its own, from its reader thread) returns once the first has finished."""
         with self._state_lock:
-            if self._closed:
-                return
-            self._closed = True
+            first, self._closed = not self._closed, True
+        if not first:
+            if threading.current_thread() is not self._reader:
+                self._close_done.wait(2 * wait + 5)
+            return
         try:
             self._sock.shutdown(socket.SHUT_WR)   # the relay inside reads the end of its stdin and exits
         except OSError:
             pass
-        if threading.current_thread() is not self._reader:
-            self._reader.join(wait)
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        self._close_socket()
-        if not self._exec_ended(wait):
-            self._kill_shim()
+        try:
+            if threading.current_thread() is not self._reader:
+                self._reader.join(wait)
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._close_socket()
+            if not self._exec_ended(wait):
+                self._kill_shim()
+        finally:
+            self._close_done.set()
 
     def _close_socket(self) -> None:
         for closer in (self._sock.close, getattr(self._wrapped, "close", None)):

@@ -5,6 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+from harness.cli.common import stderr_progress
 from harness.cli.main import SUBCOMMANDS
 
 PROBE = """
@@ -40,3 +43,13 @@ def test_help_and_a_misspelt_command_still_list_every_subcommand() -> None:
     assert "invalid choice: 'exce' (choose from " in wrong.stderr and all(f"'{n}'" in wrong.stderr for n in SUBCOMMANDS)
     own = subprocess.run([*harness, "exec", "--help"], capture_output=True, text=True, check=True).stdout
     assert own.startswith("usage: harness exec ")
+
+
+def test_progress_names_the_instance_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """The environment builds already name their task in what they say; the batch printer does not name
+    it again (it printed "django__django-15202: django__django-15202: imports: django")."""
+    report = stderr_progress("django__django-15202")
+    report("django__django-15202: imports: django")
+    report("built harness-env:inst-1 in 3.0s")
+    assert capsys.readouterr().err.splitlines() == ["django__django-15202: imports: django",
+                                                     "django__django-15202: built harness-env:inst-1 in 3.0s"]

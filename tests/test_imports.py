@@ -25,6 +25,7 @@ OPTIONAL_MODULES = {
     # adapter modules that import their framework at the top: importable only with the extra installed
     "harness.integrations.mini": "minisweagent",              # pip install 'harness[mini]'
     "harness.integrations.inspect_provider": "inspect_ai",    # pip install 'harness[inspect]'
+    "harness.integrations.inspect_suite": "inspect_ai",       # pip install 'harness[inspect]'
     "harness.integrations.replay": "minisweagent",            # pip install 'harness[mini]'
 }
 

@@ -108,6 +108,15 @@ def test_the_swebench_shapes_keep_their_keys(tmp_path: Path) -> None:
     assert swebench <= set(on_disk) and on_disk["resolved_ids"] == ["a"] and on_disk["incomplete_ids"] == ["c"]
 
 
+def test_report_json_carries_the_tests_verdict_of_each_empty_patch(tmp_path: Path) -> None:
+    records = {"passes": InstanceRecord("passes", "empty_patch", "empty", tests_resolved=True),
+               "fails": InstanceRecord("fails", "empty_patch", "empty", tests_resolved=False),
+               "untested": InstanceRecord("untested", "error", "empty", error="x")}
+    write_outputs(tmp_path, sorted(records), records, "empty")
+    instances = json.loads((tmp_path / "report.json").read_text())["instances"]
+    assert {i: instances[i]["tests_resolved"] for i in records} == {"passes": True, "fails": False, "untested": None}
+
+
 def test_write_session_result_writes_the_record_with_its_version(tmp_path: Path) -> None:
     write_session_result(tmp_path / "result.json", SessionResult(task="t", turns=2))
     data = json.loads((tmp_path / "result.json").read_text())

@@ -76,7 +76,7 @@ def test_the_built_wheel_installed_in_a_fresh_venv_repairs_the_demo_task(sandbox
     assert [m for m in members if "__pycache__" in m or m.endswith(".pyc")] == []
     scripts = REPO_ROOT / "harness" / "container_scripts"   # the scripts run in containers, shell ones included
     wanted = {f"harness/container_scripts/{p.name}" for p in scripts.iterdir() if p.suffix in (".py", ".sh")}
-    assert len(wanted) == 11 and wanted <= set(members), f"not in the wheel: {sorted(wanted - set(members))}"
+    assert len(wanted) == 14 and wanted <= set(members), f"not in the wheel: {sorted(wanted - set(members))}"
 
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)])

@@ -83,7 +83,7 @@ class Workspace:
 
     def close(self) -> None:
         """Stop warming the code index and remove the sandbox. Idempotent."""
-        self.context.code_index.stop_warming.set()
+        self.context.code_index.stop()
         self.sandbox.close()
 
     def __enter__(self) -> Workspace:

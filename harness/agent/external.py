@@ -18,12 +18,13 @@ agent's own output, as the sandbox kept it).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from harness import checks
 from harness.agent.assembly import Workspace, open_task_workspace, session_image
@@ -33,8 +34,17 @@ from harness.agent.trajectory import TrajectoryWriter
 from harness.agent.verdict import StartedAhead, Verdict, fresh_verdict, verdict_spec
 from harness.config import Config
 from harness.core.task import Task
-from harness.external import TESTBED, AgentRequest, AgentSpec, ensure_agent_image, run_invocation
+from harness.external import (
+    TESTBED,
+    AgentRequest,
+    AgentSpec,
+    RecordedRun,
+    check_replay,
+    ensure_agent_image,
+    run_invocation,
+)
 from harness.gateway import RECORD_NAME, Gateway, GatewayBudgets
+from harness.models import RecordedModel
 from harness.models.base import Model
 from sandbox.api import ExecResult
 from sandbox.docker_sandbox import DockerSandbox
@@ -51,6 +61,8 @@ GRACE_SECONDS = 10.0
 """After a budget ran out, how long the agent has to stop on its own before its processes are ended."""
 DEFAULT_SECONDS = 3600.0
 """The agent's wall time when the run sets no `max_wall_seconds`."""
+OUTPUT_BYTES = 32 * 2**20
+"""At most this much of each of the agent's own records (its trajectory) is copied into the run's folder."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +72,7 @@ class ExternalRun:
     result: ExecResult | None
     stop_reason: StopReason
     detail: str
+    outputs: tuple[str, ...] = ()    # the agent's own records in the sandbox (AgentInvocation.outputs)
 
 
 def run_external_session(task: Task, agent: AgentSpec, model: Model, config: Config, out_dir: Path, *,
@@ -67,14 +80,26 @@ def run_external_session(task: Task, agent: AgentSpec, model: Model, config: Con
                          labels: Mapping[str, str] | None = None,
                          sandboxes: SandboxPool | None = None) -> SessionOutcome:
     """Run `agent` on `task` inside a fresh sandbox, its model calls answered by `model` through the
-    gateway, then the task's tests in another fresh sandbox; write the run's files into `out_dir`."""
+    gateway, then the task's tests in another fresh sandbox; write the run's files into `out_dir`.
+
+    A `replay:` model's recorded run (`recorded_run`) is handed to the agent, which takes over its settings;
+    the call budget is then at least the recording's length.
+
+    Raises:
+        ConfigError: the agent cannot replay the model's recording (checked before any image is built).
+    """
     started = time.monotonic()
+    recorded = recorded_run(model)
+    check_replay(agent, recorded)
     out_dir = checks.private_dir(Path(out_dir))
     say = progress or (lambda _event: None)
     base = image or session_image(task, config)
     say(f"preparing the image with {agent.label}")
     agent_image = ensure_agent_image(base, agent, progress=lambda line: say(f"agent image: {line}"))
-    gateway = Gateway(model, budgets=GatewayBudgets.from_loop(config.loop),
+    budgets = GatewayBudgets.from_loop(config.loop)
+    if recorded is not None and budgets.max_calls is not None:
+        budgets = dataclasses.replace(budgets, max_calls=max(budgets.max_calls, recorded.replies))
+    gateway = Gateway(model, budgets=budgets,
                       price=config.model.prices.get(config.model.spec), record=out_dir / RECORD_NAME,
                       model_name=agent_model_name(model.name))
     ahead: StartedAhead | None = None
@@ -87,12 +112,13 @@ def run_external_session(task: Task, agent: AgentSpec, model: Model, config: Con
                 box = verdict_spec(task, config, base, dict(labels or {}))
                 ahead = StartedAhead(box, sandboxes)
             setup = time.monotonic() - t0
-            run = _run_agent(workspace, agent, gateway, task, config, say)
+            run = _run_agent(workspace, agent, gateway, task, config, say, recorded)
             _write_agent_log(out_dir / "agent.log", run)
+            _copy_outputs(workspace, run.outputs, out_dir)
             patch = _patch_after(workspace, run)
             checks.write_file(out_dir / "patch.diff", patch)
             session = workspace.session
-        TrajectoryWriter(out_dir / "trajectory.jsonl").write_all(gateway.conversation())
+        write_trajectory(out_dir / "trajectory.jsonl", gateway)
         if ahead is not None:
             say(f"running the tests in a fresh sandbox (the starting files and the patch): {task.test_cmd}")
             verdict = fresh_verdict(task, patch, config, box, ahead=ahead)
@@ -114,17 +140,31 @@ def run_external_session(task: Task, agent: AgentSpec, model: Model, config: Con
     return outcome
 
 
+def recorded_run(model: Model) -> RecordedRun | None:
+    """The published run a `replay:` model serves, or None for any other model.
+
+    Raises:
+        ConfigError: the recording's settings are unreadable.
+    """
+    if not isinstance(model, RecordedModel):
+        return None
+    return RecordedRun.from_info(model.info, len(model.replies), str(model.path))
+
+
 def _run_agent(workspace: Workspace, agent: AgentSpec, gateway: Gateway, task: Task, config: Config,
-               say: SessionProgress) -> ExternalRun:
-    """The agent's command, with the gateway served on the sandbox's loopback and a watch on the budgets."""
+               say: SessionProgress, recorded: RecordedRun | None) -> ExternalRun:
+    """The agent's command, with the gateway served on the sandbox's loopback and a watch on the budgets.
+    A replay's agent gets the problem statement alone, as the recorded run did (its recorded instance
+    template wraps it), and the recorded step limit."""
     sandbox = workspace.sandbox
     if not isinstance(sandbox, DockerSandbox):
         raise TypeError(f"a third-party agent needs a Docker sandbox, got {type(sandbox).__name__}")
-    text = prompt("external_task.md", task_id=task.id, problem=task.problem_statement.strip(),
-                  tests=f"\nThe project's tests run with: `{task.test_cmd}`\n" if task.test_cmd else "")
+    text = task.problem_statement if recorded is not None else prompt(
+        "external_task.md", task_id=task.id, problem=task.problem_statement.strip(),
+        tests=f"\nThe project's tests run with: `{task.test_cmd}`\n" if task.test_cmd else "")
     how = agent.invocation(AgentRequest(task=text, model=gateway.model_name, api_key=DUMMY_KEY, workdir=TESTBED,
-                                        base_url=f"http://127.0.0.1:{GATEWAY_PORT}/v1",
-                                        step_limit=config.loop.max_turns))
+                                        base_url=f"http://127.0.0.1:{GATEWAY_PORT}/v1", recorded=recorded,
+                                        step_limit=0 if recorded is not None else config.loop.max_turns))
     seconds = config.loop.max_wall_seconds or DEFAULT_SECONDS
     ended, interrupting = threading.Event(), threading.Event()
     watch = threading.Thread(target=_watch_budgets, args=(sandbox, gateway, ended, interrupting), daemon=True,
@@ -148,16 +188,16 @@ def _run_agent(workspace: Workspace, agent: AgentSpec, gateway: Gateway, task: T
     if result is None:
         assert gateway.exhausted is not None
         return ExternalRun(None, "budget", f"{gateway.exhausted.message}; the agent did not stop within "
-                                           f"{GRACE_SECONDS:.0f} s and was ended")
+                                           f"{GRACE_SECONDS:.0f} s and was ended", how.outputs)
     if gateway.exhausted is not None:
-        return ExternalRun(result, "budget", gateway.exhausted.message)
+        return ExternalRun(result, "budget", gateway.exhausted.message, how.outputs)
     if result.timed_out:
         return ExternalRun(result, "budget", f"the agent ran past the wall-time budget of {seconds:.0f} s and was "
-                                             "ended")
+                                             "ended", how.outputs)
     if result.exit_code != 0:
         return ExternalRun(result, "error", f"the agent exited with code {result.exit_code}; its output is in "
-                                            "agent.log")
-    return ExternalRun(result, "end", "the agent exited with code 0")
+                                            "agent.log", how.outputs)
+    return ExternalRun(result, "end", "the agent exited with code 0", how.outputs)
 
 
 def agent_model_name(name: str) -> str:
@@ -179,6 +219,23 @@ def _watch_budgets(sandbox: DockerSandbox, gateway: Gateway, ended: threading.Ev
             return
 
 
+def write_trajectory(path: Path, gateway: Gateway) -> None:
+    """trajectory.jsonl: the conversation as the gateway last saw it, each reply with its call's turn, stop
+    reason and usage in `meta`, as our loop writes them. Agents resend their history: when the conversation
+    holds one reply per answered call, the n-th reply is the n-th call's; otherwise (an agent that trims or
+    rewrites its history) only the last reply is known to be the last call's."""
+    messages, answered = gateway.conversation(), list(enumerate(gateway.answered(), 1))
+    replies = [i for i, m in enumerate(messages) if m.role == "assistant"]
+    if len(replies) != len(answered):
+        replies, answered = replies[-1:], answered[-1:]
+    pairs = zip(replies, answered, strict=False)     # both empty when the model answered nothing
+    meta = {i: {"turn": turn, "stop_reason": stop, "usage": dataclasses.asdict(usage)}
+            for i, (turn, (usage, stop)) in pairs}
+    writer = TrajectoryWriter(path)
+    for i, message in enumerate(messages):
+        writer.write(message, meta.get(i))
+
+
 def _patch_after(workspace: Workspace, run: ExternalRun) -> str:
     try:
         return workspace.patch()
@@ -186,6 +243,17 @@ def _patch_after(workspace: Workspace, run: ExternalRun) -> str:
         if run.result is not None:
             raise
         return ""
+
+
+def _copy_outputs(workspace: Workspace, paths: tuple[str, ...], out_dir: Path) -> None:
+    """The agent's own records (mini's trajectory, aider's chat history) copied into the run's folder under
+    their file names, at most OUTPUT_BYTES each; one the agent never wrote is left out."""
+    for path in paths:
+        try:
+            data = workspace.sandbox.read_file(path, max_bytes=OUTPUT_BYTES).data
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
+            continue
+        checks.write_file(out_dir / PurePosixPath(path).name, data)
 
 
 def _write_agent_log(path: Path, run: ExternalRun) -> None:

@@ -165,7 +165,7 @@ def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, 
             say("agent running")
             loop = AgentLoop(model, workspace.catalog, workspace.context, config, trajectory=writer,
                              progress=say).run(messages)
-            index.stop_warming.set()
+            index.stop_warming.set()     # waited for in `finally`, once the verdict has started
             patch, dead = _patch_of(workspace, loop)
             checks.write_file(where / "patch.diff", patch)
         verdict = None
@@ -174,7 +174,7 @@ def _attempt(task: Task, model: Model, config: Config, where: Path, image: str, 
             verdict = fresh_verdict(task, patch, config, verdict_box, ahead=ahead)
             checks.write_file(where / "tests.txt", verdict.record(task))
     finally:
-        index.stop_warming.set()
+        index.stop()
         if ahead is not None:
             ahead.discard()
     return Attempt(number, spec.session, loop, patch, verdict, setup, workspace.catalog.specs(), unavailable=dead)

@@ -53,7 +53,8 @@ def print_safe(out: Console | TextIO, text: object, *, style: str = "") -> None:
 
 def stderr_progress(prefix: str = "harness") -> Callable[[str], None]:
     def report(message: str) -> None:   # build output: the task's install steps print what they like
-        print_safe(sys.stderr, f"{prefix}: {message}")
+        said = message if message.startswith(f"{prefix}: ") else f"{prefix}: {message}"   # named once
+        print_safe(sys.stderr, said)
     return report
 
 

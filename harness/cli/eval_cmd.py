@@ -1,4 +1,5 @@
-"""`harness eval`: batch evaluation, SWE-bench style (see docs/evaluation.md).
+"""`harness eval`: batch evaluation, SWE-bench style (see docs/evaluation.md); `harness eval compare A B`
+compares two of them (`harness.cli.eval_compare`, its own exit codes).
 
 Exit codes: 0 every instance was evaluated (resolved or not); 2 bad input; 3 some instance hit an
 infrastructure error (its image did not build, Docker or the model API failed), listed in
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from harness.cli import eval_compare
 from harness.cli.common import EXIT_INFRA, print_safe, stderr_progress
 from harness.cli.run_cmd import add_session_options, apply_options
 from harness.config import Config, Secrets, load
@@ -26,12 +28,18 @@ from harness.core.records import EvalReport
 from harness.core.sources import DEFAULT_URL_TEMPLATE
 from harness.core.task import Task, find_task_dirs, load_task
 from harness.errors import ConfigError
-from harness.evaluation.instance_files import Prediction, load_instances, load_predictions, read_jsonl
+from harness.evaluation.instance_files import (
+    Prediction,
+    dataset_and_split,
+    load_instances,
+    load_predictions,
+    read_jsonl,
+)
 from harness.evaluation.options import EvalOptions
 from harness.evaluation.preflight import DEFAULT_RESERVE_GIB, check_repo_urls, raise_problems, run_preflight
-from harness.evaluation.progress import LineEvents, LiveEvents, repository_summary, summary_table
+from harness.evaluation.progress import LineEvents, LiveEvents, attempts_summary, repository_summary, summary_table
 from harness.evaluation.ray_backend import check_address, import_ray
-from harness.evaluation.runner import run_evaluation
+from harness.evaluation.runner import check_epochs, run_evaluation
 from harness.mcp.connect import start_servers
 from harness.outputs import record_output
 
@@ -41,7 +49,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        description="Run an agent session per task in parallel sandboxes and grade each patch in "
                                    "a fresh container (FAIL_TO_PASS / PASS_TO_PASS), or grade existing "
                                    "predictions. Writes predictions.jsonl, report.json and a folder per "
-                                   "instance into --out.")
+                                   "instance into --out.",
+                       epilog="harness eval compare A B [--json]: is evaluation B better than A, or is the "
+                              "difference noise? The difference of pass@1 over the instances both graded, with "
+                              "its 95% interval, and the instances that changed; exit 0, 1 when B is "
+                              "significantly worse, 2 for bad input (docs/evaluation.md). A task folder named "
+                              "compare is given as ./compare.")
     p.add_argument("tasks", nargs="*", type=Path, metavar="TASK_DIRS",
                    help="task directories or folders of them (default: tasks/ unless --instances)")
     p.add_argument("--instances", type=Path, metavar="FILE",
@@ -56,12 +69,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="grade these SWE-bench predictions instead of running an agent ('gold': the tasks' "
                         "gold patches)")
     p.add_argument("--instance-ids", nargs="+", metavar="ID", help="only these instances")
+    p.add_argument("--dataset", metavar="NAME", help="what the instances are, recorded in run.json (default: the "
+                                                      "--instances file), e.g. SWE-bench/SWE-bench_Lite")
+    p.add_argument("--split", metavar="NAME", help="the dataset's split, recorded in run.json (default: the one a "
+                                                    "published parquet file's name holds, else none), e.g. test")
     p.add_argument("--workers", type=int, default=1, help="instances run in parallel (default 1)")
     p.add_argument("--out", type=Path, help="output folder (default: runs/eval-MODEL-YYYYmmdd-HHMMSS)")
     p.add_argument("--resume", action="store_true", help="continue the evaluation in --out")
     p.add_argument("--timeout", type=float, metavar="S", help="wall-clock limit of each agent session, seconds")
     p.add_argument("--test-timeout", type=float, default=900.0, metavar="S",
                    help="limit of each test run at grading, seconds (default 900)")
+    p.add_argument("--epochs", type=int, default=1, metavar="N",
+                   help="run each instance's agent N times, each attempt in fresh sandboxes and graded; the report "
+                        "gives per-instance pass counts, pass@1 with its 95%% interval, pass@k and the instances "
+                        "that flipped (default 1; not with --predictions)")
     p.add_argument("--grade-runs", type=int, default=1, metavar="R",
                    help="run the tests R times in fresh sandboxes; instances whose verdict differs are "
                         "reported as flaky and count as resolved only if every run resolved them")
@@ -87,7 +108,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="do not compare the estimate of the environments to build with Docker's free disk")
     p.add_argument("--json", action="store_true", help="print report.json instead of the summary table")
     add_session_options(p)
-    p.set_defaults(func=_run)
+    p.set_defaults(func=lambda args: _compare(args, p) if args.tasks[:1] == [Path("compare")] else _run(args))
+
+
+def _compare(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """`harness eval compare A B [--json]`: any other option of `harness eval` is refused, not ignored."""
+    given = sorted(f"--{k.replace('_', '-')}" for k, v in vars(args).items()
+                   if k not in ("tasks", "json", "func", "command") and v != parser.get_default(k))
+    if given:
+        raise ConfigError(f"harness eval compare takes only two folders and --json, not {', '.join(given)}; "
+                          f"usage: {eval_compare.USAGE}")
+    return eval_compare.run(args.tasks[1:], args.json)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -101,6 +132,7 @@ def _run(args: argparse.Namespace) -> int:
         raise_problems(check_repo_urls(_instance_repos(args), args.repo_url))
     tasks = _tasks(args)
     predictions = _predictions(args, tasks)
+    check_epochs(args.epochs, predictions is not None)
     if predictions is None and not args.model:
         raise ConfigError("harness eval needs --model SPEC (e.g. --model gold, --model anthropic:MODEL) or "
                           "--predictions FILE")
@@ -112,17 +144,18 @@ def _run(args: argparse.Namespace) -> int:
     if predictions is None:
         start_servers(config, say=stderr_progress())   # --mcp servers started now: a broken one fails here
     out = args.out or _default_out(args)
+    dataset, split = dataset_and_split(args.instances, args.dataset, args.split)
     options = EvalOptions(out_dir=out, model=None if predictions is not None else args.model,
                           workers=args.workers, resume=args.resume, grade_runs=args.grade_runs,
                           test_timeout=args.test_timeout, labels=_labels(args.label), backend=args.backend,
                           ray_address=args.ray_address, allow_direct_references=args.allow_direct_references,
-                          pool=args.pool)
+                          pool=args.pool, dataset=dataset, split=split, epochs=args.epochs)
     record_output(config.approval.state_dir, out)      # so `harness web` finds it wherever it is
     try:
         report = _evaluate(tasks, options, config, secrets, predictions, quiet=args.json)
     except KeyboardInterrupt:
         again = "again" if args.resume else f"with --resume --out {out}"
-        print_safe(sys.stderr, f"harness eval: stopped; the finished instances are kept in {out}/ (report.json "
+        print_safe(sys.stderr, f"harness eval: stopped; the finished attempts are kept in {out}/ (report.json "
                                f"counts them, the others as incomplete); to continue, run the same command {again}")
         raise
     _print(report, out, args.json)
@@ -226,4 +259,6 @@ def _print(report: EvalReport, out: Path, as_json: bool) -> None:
     by_repo = repository_summary(data)
     if by_repo is not None:
         console.print(by_repo)
+    for line in attempts_summary(data):
+        print_safe(sys.stdout, line)
     print_safe(sys.stdout, f"results in {out}/ (report.json, predictions.jsonl, instances/)")

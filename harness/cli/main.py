@@ -8,18 +8,24 @@ through by `harness exec`); 2 bad input; 3 infrastructure (Docker, image, model 
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import importlib
 import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Sequence
 from types import TracebackType
 
 from harness.cli.common import EXIT_BROKEN_PIPE, EXIT_INFRA, EXIT_INTERRUPTED, EXIT_USAGE, print_safe
+from harness.core import process_tree
 from harness.errors import ConfigError, HarnessError, TaskError, UnsafePathError
 from sandbox.errors import DockerUnavailable, SandboxError
+
+STUCK_GRACE_SECONDS = 5.0   # after an interruption, how long threads still running get before the process ends
 
 SUBCOMMANDS = ["demo", "run", "apply", "exec", "shell", "sandbox", "tools", "approvals", "tasks", "eval", "mcp",
                "web", "model"]
@@ -69,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
     except KeyboardInterrupt:
         print_safe(sys.stderr, "interrupted; containers of this run were removed")
+        _end_if_stuck(EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
     except (ConfigError, TaskError, UnsafePathError) as exc:   # messages quote hostile values: ids, commits
         print_safe(sys.stderr, f"harness: error: {exc}")
@@ -79,6 +86,49 @@ def main(argv: list[str] | None = None) -> int:
     except (SandboxError, HarnessError) as exc:
         print_safe(sys.stderr, f"harness: {type(exc).__name__}: {exc}")
         return EXIT_INFRA
+
+
+def _end_if_stuck(code: int) -> None:
+    """After an interruption, end the process now if a worker thread is still blocked.
+
+    A cancelled `harness eval` has removed its containers and written its outputs by the time it gets
+    here, but a worker may still be inside a call that does not return soon: the stream of a `docker
+    build` (an environment's install runs for many minutes), a `pip download` or a resolver on the
+    host. Python's exit joins every such thread, so the command would go on for as long as that call
+    does. Instead, after `STUCK_GRACE_SECONDS`: the host processes this process started are killed
+    (with their own children), the exit handlers run (temporary folders are removed), and the process
+    ends with `code`. Its sockets close with it: the daemon cancels a build whose client is gone, and
+    every sandbox tied to its lifeline stops (`sandbox.deployment.lifeline`)."""
+    deadline = time.monotonic() + STUCK_GRACE_SECONDS
+    for thread in _running_threads():
+        thread.join(max(0.0, deadline - time.monotonic()))
+    stuck = _running_threads()
+    if not stuck:
+        return
+    names = ", ".join(sorted({t.name.rsplit("_", 1)[0] for t in stuck}))
+    print_safe(sys.stderr, f"{len(stuck)} worker thread(s) ({names}) still blocked; ending them with the process")
+    kill_descendants(os.getpid())
+    with contextlib.suppress(Exception):
+        atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+def _running_threads() -> list[threading.Thread]:
+    """The threads Python's exit would wait for: alive, not daemons, not this one."""
+    return [t for t in threading.enumerate()
+            if t.is_alive() and not t.daemon and t is not threading.current_thread()]
+
+
+def kill_descendants(pid: int) -> list[int]:
+    """SIGKILL every process below `pid` (children, their children...); returns their pids."""
+    found = sorted(process_tree(pid) - {pid})
+    for child in found:
+        with contextlib.suppress(OSError):
+            os.kill(child, signal.SIGKILL)
+    return found
 
 
 if __name__ == "__main__":

@@ -72,8 +72,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     b.add_argument("--max-total-tokens", type=int, metavar="N", help="input + output tokens")
     b.add_argument("--max-seconds", type=float, metavar="S", help="wall time of the agent loop")
     b.add_argument("--max-cost", type=float, metavar="USD", help="cost; needs --price (or model.prices)")
-    b.add_argument("--price", type=float, nargs=2, metavar=("IN", "OUT"),
-                   help="USD per million input and output tokens of this model, e.g. --price 3 15")
     p.set_defaults(func=_run)
 
 
@@ -87,8 +85,6 @@ def apply_budgets(config: Config, args: argparse.Namespace) -> Config:
                 raise ConfigError(f"--{option.replace('_', '-')} must be positive, got {value}; "
                                   f"e.g. --{option.replace('_', '-')} 100000")
             loop = dataclasses.replace(loop, **{field_name: value})
-    if args.price:
-        model = dataclasses.replace(model, prices={**model.prices, model.spec: list(args.price)})
     return config.replace(loop=loop, model=model)
 
 
@@ -100,6 +96,10 @@ def add_session_options(p: argparse.ArgumentParser) -> None:
                         "calls answered through the host's gateway: mini-swe-agent, aider (NAME==VERSION pins "
                         "one), or 'cmd:COMMAND' for any other (docs/agents.md), e.g. --agent mini-swe-agent")
     p.add_argument("--max-turns", type=int, help="model calls per attempt (default 40)")
+    p.add_argument("--price", type=float, nargs="+", metavar="USD",
+                   help="USD per million tokens of this model, for its cost and --max-cost: input and output, then "
+                        "optionally cached input read and written (else charged as input), e.g. --price 3 15 or "
+                        "--price 3 15 0.3 3.75; without it the cost is unknown")
     p.add_argument("--tool-format", choices=["auto", "native", "react"],
                    help="native tool calls or a ReAct text prompt; auto (default): native, except for local: "
                         "models, which use the format that measured better (docs/loop.md)")
@@ -140,6 +140,11 @@ def apply_options(config: Config, args: argparse.Namespace) -> Config:
         model = dataclasses.replace(model, tool_format=args.tool_format)
     if args.base_url:
         model = dataclasses.replace(model, base_url=args.base_url)
+    if getattr(args, "price", None):
+        if len(args.price) not in (2, 4):
+            raise ConfigError(f"--price takes 2 or 4 numbers (USD per million tokens: input, output[, cache read, "
+                              f"cache write]), got {len(args.price)}: {args.price}; e.g. --price 3 15 0.3 3.75")
+        model = dataclasses.replace(model, prices={**model.prices, model.spec: list(args.price)})
     if getattr(args, "agent", None):
         parse_agent(args.agent)        # a bad name fails here, before any build
         loop = dataclasses.replace(loop, agent=args.agent)

@@ -9,13 +9,15 @@ holds them equal).
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
-from typing import IO, Union
+from typing import IO, Any, Union
 
 WORK, HERE, OVERLAY = "/workspace", "/opt/harness/instance", "/opt/harness/overlay"
 PROJECT = "/opt/harness/project/workspace.tar"
@@ -24,6 +26,7 @@ VENV_BIN = "/opt/harness/venv/bin"
 INSTALL_FAILED = "harness: the project's install failed"
 IMPORT_FAILED = "harness: the project does not import:"
 SKIP = {".git", "__pycache__"}
+SDIST_SUFFIXES = (".tar.gz", ".tar.bz2", ".zip")
 NOT_PACKAGES = {"tests", "test", "testing", "docs", "doc", "examples", "benchmarks", "scripts", "tools", "bin"}
 
 Identity = Union[str, tuple[int, int, int, int, int]]
@@ -51,7 +54,10 @@ def run(script: str, log: IO[str]) -> bool:
     return subprocess.call(["bash", "-e", script], cwd=WORK, stdout=log, stderr=subprocess.STDOUT) == 0
 
 
-def top_level_names() -> list[str]:
+def top_level_names(project: str = "") -> list[str]:
+    """The project's top-level packages: those its egg-info lists, else the package folders of its source
+    tree (only src/'s in a src layout: folders beside src/, such as an invoke `tasks` package, are not
+    installed); the one named after the distribution (`project`, normalised), when there is one."""
     names: list[str] = []
     own: list[str] = []
     for base in (WORK, os.path.join(WORK, "src")):
@@ -68,12 +74,15 @@ def top_level_names() -> list[str]:
         return sorted(set(own))
     if names:
         return sorted({n for n in names if n.isidentifier()})
-    for base in (WORK, os.path.join(WORK, "src")):
+    for base in (os.path.join(WORK, "src"), WORK):
         for entry in sorted(os.listdir(base)) if os.path.isdir(base) else []:
             if entry not in NOT_PACKAGES and entry.isidentifier() \
                     and os.path.isfile(os.path.join(base, entry, "__init__.py")):
                 names.append(entry)
-    return names
+        if names:
+            break
+    named = project.replace("-", "_")
+    return [named] if named in names else names
 
 
 def link_scripts() -> None:
@@ -99,6 +108,97 @@ def spent(what: str, since: float) -> float:
     return time.monotonic()
 
 
+def _pyproject(path: str) -> dict[str, Any] | None:
+    """pyproject.toml's content, read with the TOML parser at hand: the venv's Python may predate tomllib,
+    then pip's vendored tomli (pip 21.2 on) or toml (before); None when none can read it."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return None
+    for module in ("tomllib", "pip._vendor.tomli", "pip._vendor.toml"):
+        try:
+            reader = importlib.import_module(module)
+        except ImportError:
+            continue
+        try:
+            return dict(reader.loads(raw.decode("utf-8")))
+        except (ValueError, TypeError, IndexError, UnicodeDecodeError):   # each parser's own error derives from one
+            return None
+    return None
+
+
+def _wheelhouse_versions() -> dict[str, list[str]]:
+    """Each distribution of the wheelhouse (normalised name) -> the versions it has files of."""
+    found: dict[str, list[str]] = {}
+    for name in os.listdir(WHEELS) if os.path.isdir(WHEELS) else []:
+        if name.endswith(".whl"):
+            dist, _, rest = name.partition("-")
+            version = rest.partition("-")[0]
+        elif name.endswith(SDIST_SUFFIXES):
+            stem = next(name[:-len(s)] for s in SDIST_SUFFIXES if name.endswith(s))
+            dist, _, version = stem.rpartition("-")
+        else:
+            continue
+        found.setdefault(re.sub(r"[-_.]+", "-", dist).lower(), []).append(version)
+    return found
+
+
+def isolation_differs() -> str | None:
+    """Why pip's isolated build environment would differ from the venv (None: it would not).
+
+    pip builds a project that has a pyproject.toml in a fresh environment holding its build requirements,
+    each at the newest version the wheelhouse has that satisfies it (the install is offline, from
+    WHEELS). When the venv already holds every one of them, and every requirement of theirs, at exactly
+    that version, the build sees the same packages either way, and `--no-build-isolation` saves the
+    isolated environment's install (django 4.1: 19.3 s of its 25 s install under load, 9.9 s without).
+    Anything not known for sure (no pyproject.toml parser, a requirement not installed, a version the
+    wheelhouse does not have, a newer one there) keeps the isolation, as the recipe asks."""
+    import importlib.metadata as metadata  # noqa: PLC0415
+    try:
+        from pip._vendor.packaging.requirements import InvalidRequirement, Requirement  # noqa: PLC0415
+        from pip._vendor.packaging.version import InvalidVersion, Version  # noqa: PLC0415
+    except ImportError:
+        return "the venv's pip (and its packaging) is not importable"
+
+    path = os.path.join(WORK, "pyproject.toml")
+    if not os.path.isfile(path):
+        return "no pyproject.toml: pip does not isolate this build"
+    data = _pyproject(path)
+    if data is None:
+        return "pyproject.toml could not be read here"
+    system = data.get("build-system") or {}
+    wanted = list(system.get("requires") or ["setuptools>=40.8.0", "wheel"])
+    if str(system.get("build-backend") or "setuptools.build_meta").startswith("setuptools"):
+        wanted.append("wheel")      # setuptools' backend asks for it for a wheel (before setuptools 70.1)
+    available = _wheelhouse_versions()
+    seen: set[str] = set()
+    while wanted:
+        text = wanted.pop()
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            return f"the build requirement {text!r} does not parse"
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+            continue
+        name = re.sub(r"[-_.]+", "-", requirement.name).lower()
+        try:
+            installed = Version(metadata.version(name))
+            best = max((v for v in (Version(x) for x in available.get(name, []))
+                        if requirement.specifier.contains(v, prereleases=bool(requirement.specifier.prereleases))),
+                       default=None)
+        except metadata.PackageNotFoundError:
+            return f"{name} is a build requirement the venv does not hold"
+        except InvalidVersion as exc:
+            return f"{name}: a version does not parse ({exc})"
+        if best is None or best != installed:
+            return f"{name}: the venv holds {installed}, the isolated build would take {best or 'none'}"
+        if name not in seen:
+            seen.add(name)
+            wanted += metadata.requires(name) or []      # their extras' requirements: the marker leaves out
+    return None
+
+
 def install(settings: dict[str, object]) -> bool:
     """Run pre-install.sh and install.sh offline; print the log's tail."""
     env = dict(os.environ, PIP_NO_INDEX="1", PIP_FIND_LINKS=WHEELS, PIP_NO_CACHE_DIR="1",
@@ -107,16 +207,23 @@ def install(settings: dict[str, object]) -> bool:
         env.setdefault("SETUPTOOLS_SCM_PRETEND_VERSION", str(settings["scm_version"]))
     os.environ.update(env)
     with open("/tmp/install.log", "w") as log:
-        ok = run(os.path.join(HERE, "pre-install.sh"), log) and run(os.path.join(HERE, "install.sh"), log)
+        ok = run(os.path.join(HERE, "pre-install.sh"), log)     # it may edit pyproject.toml: read after it
+        differs = ("kept, as asked" if settings.get("keep_build_isolation") else isolation_differs()) if ok \
+            else "the pre-install step failed"
+        if differs is None:       # pip's double negative: PIP_NO_BUILD_ISOLATION=0 is --no-build-isolation
+            os.environ["PIP_NO_BUILD_ISOLATION"] = "0"
+        ok = ok and run(os.path.join(HERE, "install.sh"), log)
+    print("build isolation: " + ("off (the venv holds every build requirement at the version the isolated build "
+                                 "would install)" if differs is None else f"as the recipe says ({differs})"))
     with open("/tmp/install.log", errors="replace") as log_text:
         tail = log_text.read().splitlines()[-40:]
     print("\n".join(tail))
     return ok
 
 
-def imports_ok(where: str) -> bool:
+def imports_ok(where: str, project: str) -> bool:
     """Whether each of the project's top-level packages imports from `where`; prints which."""
-    for name in top_level_names():
+    for name in top_level_names(project):
         check = subprocess.run([sys.executable, "-c", "import " + name], cwd=where,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if check.returncode != 0:
@@ -151,7 +258,7 @@ def main() -> int:
         print(INSTALL_FAILED)
         return 1
     link_scripts()
-    if not imports_ok("/" if settings["installed"] else WORK):
+    if not imports_ok("/" if settings["installed"] else WORK, str(settings.get("project") or "")):
         return 1
     t = spent("import check", t)
     after = snapshot()

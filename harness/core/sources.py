@@ -10,6 +10,7 @@ so a half-applied tree only ever exists in a throwaway container.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
 import shutil
@@ -195,17 +196,42 @@ def _install(tar: tarfile.TarFile, what: str, dest: Path, root: Path) -> None:
         if total > MAX_SOURCE_BYTES:
             raise TaskError(_cap_message(what, f"{MAX_SOURCE_BYTES} bytes once extracted "
                                                f"(member {member.name!r} reaches {total})"))
-    tmp = checks.child(root, dest.name + ".partial")
-    checks.remove_tree(tmp, root)
-    tmp.mkdir()
+    # a folder of this extraction's own (another run may be extracting the same source right now), then
+    # swapped with the previous tree in one step: a run reading `dest` meanwhile never finds it missing
+    # or half removed, and the previous tree is removed from the extraction's folder
+    tmp = Path(tempfile.mkdtemp(prefix=f"{dest.name}.partial-", dir=root))
     try:
         tar.extractall(tmp, members=members, filter="data")
         entries = list(tmp.iterdir())
         top = entries[0] if len(entries) == 1 and entries[0].is_dir() and not entries[0].is_symlink() else tmp
-        checks.remove_tree(dest, root)
-        top.rename(dest)
+        os.utime(top)      # the tree's time is its extraction's, not its commit's (the tarball check reads it)
+        _swap_in(top, dest)
     finally:
         checks.remove_tree(tmp, root)
+
+
+RENAME_EXCHANGE = 2      # renameat2(2)'s flag: the two names swap their files atomically (Linux 3.15)
+AT_FDCWD = -100
+
+
+def _swap_in(new: Path, dest: Path) -> None:
+    """Put the tree `new` at `dest`; a tree already there ends up at `new`'s name. Atomic where the
+    kernel can exchange two names (Linux's renameat2); elsewhere the old tree is moved aside first."""
+    try:
+        new.rename(dest)           # no tree there yet (an empty folder is replaced too)
+        return
+    except OSError:
+        pass                       # a tree is there: exchange them
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.renameat2(AT_FDCWD, os.fsencode(new), AT_FDCWD, os.fsencode(dest), RENAME_EXCHANGE) == 0:
+            return
+    except (AttributeError, OSError):
+        pass                       # no renameat2 here (not glibc, not Linux)
+    aside = new.with_name(new.name + ".old")
+    dest.rename(aside)
+    new.rename(dest)
+    aside.rename(new)
 
 
 @dataclass(frozen=True)

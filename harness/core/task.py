@@ -45,9 +45,10 @@ TASK_EXAMPLE = ('{"id": "wordcount", "python": "3.11", "test_cmd": "python -m py
 
 @dataclass(frozen=True)
 class Environment:
-    """How a task's environment is made when nobody pinned its requirements by hand (SWE-bench rows):
-    an isolated interpreter environment whose dependencies are resolved from the project's own
-    declarations plus `pins`, with no release newer than `as_of`, shared by every task of one `key`.
+    """How a task's environment is made: an isolated interpreter environment (a venv) whose dependencies
+    are resolved once into a lock, from the project's own declarations plus `pins` (SWE-bench rows of the
+    specification table) or from the task's own `requirements` (a row or task that brings them), with no
+    release newer than the version's date, and shared by every task of that lock.
 
     The values come from a specification table (`harness.evaluation.specs`) or the row itself; the
     environment builder (`harness.environments`) reads only this.
@@ -68,6 +69,30 @@ class Environment:
     requirements: tuple[str, ...] = ()         # when given: the project's requirements, its files not read
     any_requirements_file: bool = True         # False: of requirement files, only `package_files` (as the
                                                # official SWE-bench recipes, which never read the others)
+    version_of: tuple[str, str] | None = None  # (repo, version): one lock per version and interpreter, made
+                                               # as of the version's date; None: a lock per recipe content
+    setup_commit: str | None = None            # the version's environment_setup_commit (its date, its tree)
+    git_source: Path | None = None             # a git clone that may hold `setup_commit`
+
+
+def own_environment(requirements: tuple[str, ...], python: str, install_cmd: str,
+                    created_at: object = None) -> Environment | None:
+    """The environment of a task that brings its own pinned `requirements` and installs its project
+    (`install_cmd`): a venv like a spec row's, its lock resolved as of the task's `created_at` (else the day
+    it is made) from the project's declared requirements (and the extras the install asks of it), with
+    the task's pins winning over any other range. None when a requirement is a direct reference (a wheel
+    URL): such a task is built the pinned way (`harness.environments.pinned_image`)."""
+    if any("@" in r.split(";", 1)[0] for r in requirements):
+        return None
+    as_of = str(created_at)[:10] if isinstance(created_at, str) and created_at.strip() else None
+    return Environment(key=f"own requirements py{python}", python_requested=python, pins=requirements,
+                       as_of=as_of, any_requirements_file=False, extras=install_extras(install_cmd))
+
+
+def install_extras(install: str) -> tuple[str, ...]:
+    """The extras an install command asks of the project itself: `pip install -e .[test]` -> ("test",)."""
+    found = re.findall(r"(?<![\w/])\.\[([A-Za-z0-9_.,-]+)\]", install)
+    return tuple(sorted({e.strip() for group in found for e in group.split(",") if e.strip()}))
 
 
 @dataclass(frozen=True)
@@ -250,13 +275,17 @@ def load_task(path: Path) -> Task:
 
 def task_from_meta(meta: dict[str, Any], *, default_id: str, problem: str, repo_dir: Path,
                    gold_patch: str | None, test_patch: str | None) -> Task:
+    """The task of `meta` (checked by `check_meta`). One that installs its project (`install_cmd`) gets a
+    venv environment of its own requirements (`own_environment`), as a spec row gets one of its recipe."""
     extra: dict[str, object] = {k: meta[k] for k in ("repo", "base_commit", "created_at", "version") if k in meta}
+    python, requirements = str(meta.get("python", "3.11")), tuple(meta.get("requirements", ()))
+    installs = isinstance(meta.get("install_cmd"), str) and bool(meta["install_cmd"].strip())
     return Task(id=str(meta.get("id", default_id)), problem_statement=problem, repo_dir=repo_dir,
-                test_cmd=meta.get("test_cmd"), python=str(meta.get("python", "3.11")),
-                fail_to_pass=tuple(meta.get("FAIL_TO_PASS", ())),
-                pass_to_pass=tuple(meta.get("PASS_TO_PASS", ())),
-                requirements=tuple(meta.get("requirements", ())), install_cmd=meta.get("install_cmd"),
-                gold_patch=gold_patch, test_patch=test_patch, extra=extra)
+                test_cmd=meta.get("test_cmd"), python=python, fail_to_pass=tuple(meta.get("FAIL_TO_PASS", ())),
+                pass_to_pass=tuple(meta.get("PASS_TO_PASS", ())), requirements=requirements,
+                install_cmd=meta.get("install_cmd"), gold_patch=gold_patch, test_patch=test_patch, extra=extra,
+                environment=own_environment(requirements, python, meta["install_cmd"], meta.get("created_at"))
+                if installs else None)
 
 
 def find_task_dirs(paths: list[Path]) -> list[Path]:

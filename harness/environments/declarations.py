@@ -333,3 +333,35 @@ def build_requires(root: Path) -> list[str]:
     system = data.get("build-system")
     requires = system.get("requires", []) if isinstance(system, dict) else []
     return [r for r in requires if isinstance(r, str)] if isinstance(requires, list) else []
+
+
+def project_name(root: Path) -> str | None:
+    """The project's own distribution name (normalised), read as text: pyproject.toml `[project] name`,
+    setup.cfg `[metadata] name`, or a literal `setup(name=...)`; None when none of them says it."""
+    found = _Found(Path(root))
+    if (found.root / "pyproject.toml").is_file():
+        try:
+            name = _table(tomllib.loads(found.text("pyproject.toml") or ""), "project").get("name")
+            if isinstance(name, str) and name.strip():
+                return canonicalize_name(name)
+        except tomllib.TOMLDecodeError:
+            pass
+    if (found.root / "setup.cfg").is_file():
+        parser = configparser.RawConfigParser()
+        try:
+            parser.read_string(found.text("setup.cfg") or "")
+            if parser.has_option("metadata", "name") and parser.get("metadata", "name").strip():
+                return canonicalize_name(parser.get("metadata", "name").strip())
+        except configparser.Error:
+            pass
+    if (found.root / "setup.py").is_file():
+        try:
+            tree = ast.parse(found.text("setup.py") or "", "setup.py")
+        except (SyntaxError, ValueError, RecursionError):
+            return None
+        for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call) and _called(n) == "setup"):
+            for keyword in call.keywords:
+                if keyword.arg == "name" and isinstance(keyword.value, ast.Constant) \
+                        and isinstance(keyword.value.value, str):
+                    return canonicalize_name(keyword.value.value)
+    return None

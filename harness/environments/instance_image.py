@@ -15,6 +15,7 @@ import docker
 
 from harness.container_scripts import script_text
 from harness.core.task import Environment, Task
+from harness.environments.declarations import project_name
 from harness.environments.errors import EnvironmentBuildError, EnvironmentUnsupported
 from harness.environments.instance_layer import BUILD_SCRIPT, build_instance
 from harness.environments.recipe import (
@@ -27,6 +28,7 @@ from harness.environments.recipe import (
     label_line,
     venv_link_files,
 )
+from harness.environments.standin import standin_files
 from harness.environments.tags import HASH_LABEL, KEY_LABEL, KIND_LABEL, REPOSITORY, build_lock, tree_hash
 from harness.environments.venv_image import ensure_venv_image
 from sandbox.api import Progress, quiet
@@ -52,13 +54,15 @@ def _ensure_instance(task: Task, env: Environment, env_tag: str, base_image: str
                      progress: Progress) -> str:
     env_vars = env_lines(env.test_env, task.id)      # validated (plain names, no newline in a value)
     version = str(task.extra.get("version", ""))
-    settings = {"installed": bool(task.install_cmd),
+    settings = {"installed": bool(task.install_cmd), "project": project_name(task.repo_dir) or "",
                 "scm_version": f"{version}.0" if re.fullmatch(r"\d+(\.\d+){0,2}", version) else "0.0.0"}
     scripts = {BUILD_SCRIPT: script_text(INSTANCE_BUILD), "pre-install.sh": "".join(c + "\n" for c in env.pre_install),
                "install.sh": (task.install_cmd + "\n") if task.install_cmd else "",
                "settings.json": json.dumps(settings)}
     h = hashlib.sha256(json.dumps([RECIPE_VERSION, env_tag, env_vars, scripts, script_text(VENV_LINK)]).encode())
     h.update(tree_hash(task.repo_dir).encode())
+    shims = standin_files(env.python_requested, task.python)     # the stand-in's shims, if any
+    h.update(b"".join(path.encode() + b"\0" + shims[path] for path in sorted(shims)))
     digest = h.hexdigest()[:16]
     tag = f"{REPOSITORY}:inst-{digest}"
     labels = {HASH_LABEL: digest, BASE_LABEL: base_image, KIND_LABEL: "instance", KEY_LABEL: env.key,
@@ -71,10 +75,11 @@ def _ensure_instance(task: Task, env: Environment, env_tag: str, base_image: str
         progress(f"building instance {tag} for {task.id} on {env_tag}")
         try:
             output = build_instance(client, env_tag, tag, task.repo_dir, scripts, dict(env.test_env), labels,
-                                    system_files=venv_link_files(task.python))
+                                    system_files={**venv_link_files(task.python), **shims})
         except EnvironmentBuildError as exc:
             raise _on_another_interpreter(task, env, exc) from exc
-        for line in output.splitlines()[-5:]:
+        said = output.splitlines()
+        for line in [x for x in said[:-5] if x.startswith("build isolation:")] + said[-5:]:
             progress(f"{task.id}: {line}")
         progress(f"built {tag} in {time.monotonic() - started:.1f}s")
         return tag

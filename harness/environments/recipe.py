@@ -2,11 +2,12 @@
 
 Two images per recipe task (`venv_image.py` and `instance_image.py` build them):
 
-- the **environment image** (one per environment key, Python and resolution): FROM the sandbox image,
-  a venv at /opt/harness/venv made with `python3 -m venv --without-pip` and given its pip, setuptools
-  and wheel from their own wheels (Debian's pip never installs anything), then the resolved pins
-  installed offline with `--no-deps` (uv's resolution is complete). sdist-only pins are built into wheels
-  in a first stage of the same network-less build, with the era's toolchain and no build isolation.
+- the **environment image** (one per lock, `lock.py`): FROM the sandbox image, a venv at /opt/harness/venv
+  made with `python3 -m venv --without-pip` and given its pip, setuptools and wheel from their own wheels
+  (Debian's pip never installs anything), then the lock's distributions installed offline with
+  `--no-deps` (the lock is complete). The lock's sdists are built into wheels first, in an image of
+  their own (`sdist_image.py`, `sdist_dockerfile`), network-less, with the lock's toolchain and no build
+  isolation; the environment image copies the wheels from it.
 - the **instance image** (one per task): the environment image plus one layer (`instance_layer.py`): in a
   network-less build container the project is unpacked into a tmpfs /workspace, `pre_install` and the
   install command run there offline as the agent user, the project's packages are imported from /,
@@ -35,9 +36,10 @@ import re
 from harness.container_scripts import script_text
 from harness.core.task import Environment
 from harness.environments.errors import EnvironmentBuildError, EnvironmentUnsupported
+from harness.environments.lock import Lock
 from sandbox.images import TOOLCHAIN_PACKAGES
 
-RECIPE_VERSION = "3"        # bump whenever what an image holds changes without its inputs changing
+RECIPE_VERSION = "4"        # bump whenever what an image holds changes without its inputs changing
 VENV = "/opt/harness/venv"
 ENV_DIR = "/opt/harness/env"
 OVERLAY = "/opt/harness/overlay"
@@ -58,26 +60,36 @@ LAYER_SCRIPT = "layer_diff.py"        # run by root with the system's, before an
 VENV_LINK = "venv_link.py"            # installed in the system interpreter's site folder
 
 # Every instruction is a step that costs seconds on a slow storage driver: the texts keep them few (labels
-# are one LABEL line, `labels()`; the sdist stage only when there are sdists; WORKDIR inherited).
-SDIST_STAGE = f"""\
+# are one LABEL line, `labels()`; WORKDIR inherited).
+SDIST_DOCKERFILE = f"""\
 ARG BASE_IMAGE
-FROM ${{BASE_IMAGE}} AS sdists
+FROM ${{BASE_IMAGE}}
 USER root
 COPY env/ {ENV_DIR}/
 COPY sdists/ {ENV_DIR}/sdists/
 RUN bash {ENV_DIR}/make-venv.sh && bash {ENV_DIR}/build-sdists.sh
-
 """
 
 
-def env_dockerfile(*, sdists: bool, labels: dict[str, str]) -> str:
-    """The environment image's Dockerfile: fixed text, with a first stage that builds sdists if there are any."""
-    return (SDIST_STAGE if sdists else "ARG BASE_IMAGE\n") + f"""\
+def sdist_dockerfile(labels: dict[str, str]) -> str:
+    """The image of a lock's source-only releases built into wheels (in /opt/harness/env/built), with the
+    lock's toolchain and wheels: the environment image copies the wheels from it."""
+    return SDIST_DOCKERFILE + label_line(labels)
+
+
+def env_dockerfile(*, sdists: bool, labels: dict[str, str], rows: bool = False) -> str:
+    """The environment image's Dockerfile: fixed text; with sdists, their wheels come from the image
+    `sdist_dockerfile` made (the build argument SDISTS_IMAGE). With `rows` (the lock carries wheels its rows
+    require beyond it, `Lock.row_wheels`), the venv's installed distributions are the agent user's too: a
+    row's install, run as that user, replaces what its tree excludes (pylint-7080 downgrades astroid),
+    as the official harness's pip, run as root, does. Without, the text is the one it always was."""
+    own = f" && chown -R 1000:1000 {VENV}" if rows else ""
+    return ("ARG BASE_IMAGE\n" + ("ARG SDISTS_IMAGE\nFROM ${SDISTS_IMAGE} AS sdists\n" if sdists else "")) + f"""\
 FROM ${{BASE_IMAGE}}
 USER root
 COPY env/ {ENV_DIR}/
 {f"COPY --from=sdists {ENV_DIR}/built/ {ENV_DIR}/wheels/" if sdists else ""}
-RUN bash {ENV_DIR}/make-venv.sh && bash {ENV_DIR}/install-deps.sh
+RUN bash {ENV_DIR}/make-venv.sh && bash {ENV_DIR}/install-deps.sh{own}
 ENV VIRTUAL_ENV={VENV} PATH={VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \\
     PIP_NO_INDEX=1 PIP_FIND_LINKS={ENV_DIR}/wheels PIP_DISABLE_PIP_VERSION_CHECK=1
 USER agent
@@ -87,6 +99,14 @@ USER agent
 def venv_scripts() -> dict[str, str]:
     """The environment image's build scripts (`harness/container_scripts/`), by their names in the image."""
     return {name: script_text(name) for name in VENV_SCRIPTS}
+
+
+def env_files(lock: Lock) -> dict[str, str]:
+    """The text files of a lock's build context (env/): what to install, and the scripts that do it."""
+    wheels = [f.pin() for f in lock.packages if f.kind == "wheel"]
+    return {"toolchain.txt": "".join(f.pin() + "\n" for f in lock.toolchain),
+            "requirements.txt": "".join(f.pin() + "\n" for f in lock.packages),
+            "wheel-requirements.txt": "".join(p + "\n" for p in wheels), **venv_scripts()}
 
 
 VENV_LINK_PTH = "import harness_venv_link\n"

@@ -5,25 +5,31 @@ resolved as of the task's date (`resolver.py`), and the toolchain (pip, setuptoo
     resolved_pins(task, env)      (pins, sdist-only pins, toolchain pins); `forward` and `leave_out`
                                   for source-only releases that do not build offline
     build_only_wheels(...)        the build requirements' own pins, for the isolated build only
-    failed_sdists(python)         what did not build offline before (remembered in the cache)
+
+`locking.py` turns them into a lock; nothing here remembers what happened to another environment.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 from datetime import UTC, datetime
 
 from packaging.requirements import Requirement
 
-from harness import checks
-from harness.core.sources import cache_dir
 from harness.core.task import Environment, Task
 from harness.environments.declarations import build_requires, read_declarations
-from harness.environments.errors import EnvironmentUnsupported
+from harness.environments.errors import EnvironmentBuildError, EnvironmentUnsupported
+from harness.environments.own_version import tree_version
 from harness.environments.recipe import TOOLCHAIN, TOOLCHAIN_FLOOR
-from harness.environments.resolution import ResolveError, SdistOnly, exclude_newer, is_exact_pin, requirement_name
+from harness.environments.resolution import (
+    IndexUnreachable,
+    ResolveError,
+    SdistOnly,
+    exclude_newer,
+    is_exact_pin,
+    requirement_name,
+)
 from harness.environments.resolver import resolve
 from sandbox.api import Progress
 
@@ -36,9 +42,12 @@ def resolved_pins(task: Task, env: Environment, progress: Progress, forward: Col
     whichever is later; an exact pin of pip, setuptools or wheel in `env.pins` replaces it. So are the
     packages `env.pins` names without a version (the recipe's test tools, which the official harness
     installs as of its image build): requests of 2012 is tested with a pytest that runs on Python 3.9.
+    The project itself is taken at the release its tree declares (`own_version.py`), so that no dependency
+    requiring another release of it is chosen (sphinxcontrib-applehelp 1.0.7, Sphinx>=5, for Sphinx 4.0).
 
     Raises:
         EnvironmentUnsupported: a resolution failed (uv's words in the reason).
+        EnvironmentBuildError: the package index could not be read (the network).
     """
     as_of = env.as_of or datetime.now(UTC).strftime("%Y-%m-%d")
     if env.requirements:
@@ -50,6 +59,8 @@ def resolved_pins(task: Task, env: Environment, progress: Progress, forward: Col
             progress(f"{task.id}: not read: {item.origin}: {item.reason}")
         requirements = [*declared.texts(), *build_requires(task.repo_dir)]
     pins = _yield_to_declarations(task, env.pins, requirements, progress)
+    own = tree_version(task.repo_dir)
+    project = own.pin() if own is not None else ""
     exact = {requirement_name(p): p for p in pins if is_exact_pin(p)}
     ranges = [p for p in pins if requirement_name(p) in TOOLCHAIN and requirement_name(p) not in exact]
     try:
@@ -62,11 +73,14 @@ def resolved_pins(task: Task, env: Environment, progress: Progress, forward: Col
         wanted = [p for p in pins if requirement_name(p) not in TOOLCHAIN and not Requirement(p).specifier]
         if wanted and exclude_newer(floor) > exclude_newer(as_of):
             # the recipe's test tools and their dependencies as of the floor, taken as exact pins
-            ran = resolve(wanted, task.python, floor, pins=list(exact.values()), progress=progress).pins
+            ran = resolve(wanted, task.python, floor, pins=list(exact.values()), project=project,
+                          progress=progress).pins
             taken = [p for p in ran if requirement_name(p) not in exact and requirement_name(p) not in TOOLCHAIN]
             given = [p for p in pins if p not in wanted] + taken
         result = resolve(requirements, task.python, as_of, pins=given, forward=forward, leave_out=leave_out,
-                         progress=progress)
+                         project=project, progress=progress)
+    except IndexUnreachable as exc:   # this machine's network, not the task's: never recorded as unsupported
+        raise EnvironmentBuildError(f"task {task.id}: {exc}") from exc
     except ResolveError as exc:
         raise EnvironmentUnsupported(task.id, f"the dependencies do not resolve offline-ready: {exc}") from exc
     toolchain = sorted(exact.get(requirement_name(p), p) for p in tools if requirement_name(p) in TOOLCHAIN)
@@ -154,23 +168,3 @@ def pinned_packages(env: Environment) -> set[str]:
     left out (an optional test dependency such as pywatchman; if the project needed it, its install or
     import check fails loudly)."""
     return {requirement_name(p) for p in env.pins}
-
-
-def failed_sdists(python: str) -> set[str]:
-    """Project names whose source-only releases did not build offline for `python` before (remembered
-    in the cache so that a later environment does not try again)."""
-    try:
-        data = json.loads((cache_dir() / "resolutions" / "failed-sdists.json").read_text())
-        return {str(n) for n in data.get(python, [])}
-    except (OSError, ValueError, AttributeError):
-        return set()
-
-
-def remember_failed_sdists(python: str, names: Iterable[str]) -> None:
-    path = checks.private_dir(cache_dir() / "resolutions") / "failed-sdists.json"
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        data = {}
-    data[python] = sorted(set(data.get(python, [])) | set(names))
-    checks.write_file(path, json.dumps(data, indent=1) + "\n")

@@ -22,6 +22,11 @@ class ResolveError(WheelhouseError):
         self.said = said
 
 
+class IndexUnreachable(ResolveError):
+    """The package index could not be read (the network failed again after `network.RETRY_PAUSES`): a
+    failure of this machine's network, which says nothing of whether the task's environment resolves."""
+
+
 @dataclass(frozen=True)
 class SdistOnly:
     """A pinned release with no wheel for the target: its sdist must be built in a network-less container."""
@@ -43,6 +48,7 @@ class Resolution:
     platform: str                         # uv's --python-platform, e.g. "x86_64-manylinux_2_31"
     exclude_newer: str                    # releases uploaded at or after this instant were excluded
     command: tuple[str, ...]              # the uv command line; $WORK: its folder of stand-ins and overrides
+    project: str = ""                     # the project itself as resolved (name==release), never among the pins
     from_cache: bool = field(default=False, compare=False)
 
     def wheel_pins(self) -> list[str]:

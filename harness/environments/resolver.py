@@ -10,7 +10,9 @@ make the resolution fail; when uv names such a package, its newest source-only r
 date are downloaded (never unpacked, never built), their declared dependencies read (`sdists.py`),
 and uv is run again with a stand-in wheel holding only that metadata. Those pins come back in
 `Resolution.sdist_only`: they must be built into wheels in a network-less container before they can
-be installed.
+be installed. The project itself, when its tree declares its version (`own_version.py`), is resolved at
+that release as a stand-in (`resolve(project=...)`): a dependency requiring another release of it is not
+chosen, and it is never among the pins.
 """
 
 from __future__ import annotations
@@ -39,36 +41,40 @@ from harness import checks
 from harness.core.sources import cache_dir
 from harness.environments.declarations import Declarations, read_declarations
 from harness.environments.index import INDEX_URL, file_version, index_files, newest_exact_pin, target_tags
+from harness.environments.own_version import tree_version
 from harness.environments.resolution import Resolution, ResolveError, SdistOnly, exclude_newer, is_exact_pin, split_pin
-from harness.environments.sdists import read_sdist, write_standin
+from harness.environments.sdists import read_sdist, write_metadata_wheel, write_standin
 from harness.environments.wheelhouse import GLIBC_MINOR
 from harness.errors import TaskError
 from sandbox.api import Progress, quiet
 
-CACHE_VERSION = "3"        # bump when the cached result's meaning changes
+CACHE_VERSION = "4"        # bump when the cached result's meaning changes (4: exact pins get stand-ins)
 PIN_CUTOFF = "2100-01-01T00:00:00Z"   # the per-package cutoff of an exact pin: any upload date
 UV_MAX_GLIBC = 40          # the newest manylinux_2_N that uv's --python-platform names
 MAX_ROUNDS = 40            # uv runs; each names one or two source-only packages to stand in for
 STANDINS_PER_NAMING = 3    # source-only releases of a package given a stand-in each time uv names it
 STANDINS_PER_PACKAGE = 9   # at most, newest first
+OWN_LABEL = "tree"         # the local version label of the project's own stand-in: 4.0.3+tree
 Runner = Callable[[list[str], str, Path], subprocess.CompletedProcess[str]]
 
 
 def resolve_tree(root: Path, python: str, as_of: datetime | date | str, *, pins: Sequence[str] = (),
                  extras: Collection[str] = (), files: Sequence[str] = (),
                  progress: Progress = quiet) -> tuple[Declarations, Resolution]:
-    """`read_declarations(root)` and their `resolve` with `pins`.
+    """`read_declarations(root)` and their `resolve` with `pins`, the project at its tree's release.
 
     Raises:
         ResolveError: see `resolve`.
     """
     declared = read_declarations(root, extras=extras, files=files)
-    return declared, resolve(declared.texts(), python, as_of, pins=pins, progress=progress)
+    own = tree_version(root)
+    return declared, resolve(declared.texts(), python, as_of, pins=pins, project=own.pin() if own else "",
+                             progress=progress)
 
 
 def resolve(requirements: Sequence[str], python: str, as_of: datetime | date | str, *,
             pins: Sequence[str] = (), forward: Collection[str] = (), leave_out: Collection[str] = (),
-            runner: Runner | None = None,
+            project: str = "", runner: Runner | None = None,
             index_url: str = INDEX_URL, cache: Path | None = None, progress: Progress = quiet) -> Resolution:
     """Exact pins for `requirements` plus `pins` (which override any other range for their package) on a
     Linux CPython `python`, from releases uploaded before `as_of` (a date means the end of that UTC day).
@@ -81,6 +87,12 @@ def resolve(requirements: Sequence[str], python: str, as_of: datetime | date | s
     Pillow, cffi of before the interpreter existed). A package of `leave_out` is not installed at all,
     whoever requires it (for optional test dependencies that never had a wheel for the target and do
     not build offline).
+    `project` is the project itself as ``name==release`` (`own_version.TreeVersion.pin`): installed from
+    its tree, never locked, but a dependency may require it (sphinxcontrib-applehelp 1.0.7 requires
+    Sphinx>=5). It is resolved as a stand-in holding no dependencies (its declarations are among
+    `requirements`) at ``release+tree``, which no index has, so a dependency that requires another release
+    of the project is not chosen, as pip would not choose it with the project installed; it is never
+    among the pins.
     When nothing resolves as of `as_of` and an exact pin is newer, the resolution is made as of the
     newest exact pin's release instead (its `exclude_newer` says so): its dependencies may be newer than the date.
     The same inputs give the result cached under `cache` (default cache_dir()/resolutions) without uv; so
@@ -92,6 +104,9 @@ def resolve(requirements: Sequence[str], python: str, as_of: datetime | date | s
     """
     reqs = _valid(requirements, "requirements")
     given = _valid(pins, "pins")
+    if project and not is_exact_pin(project):
+        raise ResolveError(f"project {project!r} is not the project's own name==release; expected e.g. "
+                           "\"sphinx==4.0.3\"")
     if python not in GLIBC_MINOR:
         raise ResolveError(f"Python {python!r} has no target here; expected one of {sorted(GLIBC_MINOR)}, e.g. \"3.9\"")
     cutoff = exclude_newer(as_of)
@@ -99,7 +114,7 @@ def resolve(requirements: Sequence[str], python: str, as_of: datetime | date | s
     ahead = sorted({canonicalize_name(n) for n in forward})
     dropped = sorted({canonicalize_name(n) for n in leave_out})
     key = hashlib.sha256(json.dumps([CACHE_VERSION, sorted(reqs), sorted(given), python, plat, cutoff, index_url,
-                                     ahead, dropped]).encode()).hexdigest()[:24]
+                                     ahead, dropped, project]).encode()).hexdigest()[:24]
     path = checks.private_dir(cache if cache is not None else cache_dir() / "resolutions") / f"{key}.json"
     hit = _load(path)
     if hit is not None:
@@ -109,7 +124,8 @@ def resolve(requirements: Sequence[str], python: str, as_of: datetime | date | s
     progress(f"resolving {len(reqs) + len(given)} requirement(s) for Python {python} as of {cutoff} with uv")
 
     def resolver(as_of: str) -> _Resolver:
-        return _Resolver(reqs, given, python, plat, as_of, index_url, runner or run_uv, progress, ahead, dropped)
+        return _Resolver(reqs, given, python, plat, as_of, index_url, runner or run_uv, progress, ahead, dropped,
+                         project)
 
     try:
         result = _run_or_as_of_newest_pin(resolver, cutoff, reqs + given, index_url, progress)
@@ -197,8 +213,9 @@ class _Resolver:
 
     def __init__(self, reqs: list[str], given: list[str], python: str, plat: str, cutoff: str,
                  index_url: str, runner: Runner, progress: Progress, forward: Collection[str] = (),
-                 leave_out: Collection[str] = ()) -> None:
+                 leave_out: Collection[str] = (), project: str = "") -> None:
         self.reqs, self.given, self.python, self.plat = reqs, given, python, plat
+        self.project = project
         self.cutoff, self.index_url, self.runner, self.progress = cutoff, index_url, runner, progress
         self.forward = set(forward)
         self.leave_out = sorted(leave_out)
@@ -225,9 +242,10 @@ class _Resolver:
             # an override whose marker never holds removes the package from every requirer (uv's overrides)
             never = [f"{name} ; python_version < '0'" for name in self.leave_out]
             (work / "overrides.txt").write_text("".join(p + "\n" for p in [*self.given, *never]))
+            own = self.own_standin(work / "standins")
             for _ in range(MAX_ROUNDS):
                 cmd = self.command(work)
-                wanted = [r for r in [*self.reqs, *self.given]
+                wanted = [r for r in [*self.reqs, *self.given, *own]
                           if canonicalize_name(Requirement(r).name) not in self.leave_out]
                 proc = self.runner(cmd, "".join(r + "\n" for r in wanted), work)
                 if proc.returncode == 0:
@@ -242,18 +260,30 @@ class _Resolver:
                     self.standins[(canonicalize_name(sdist.name), sdist.version)] = sdist
         raise self.failure(proc.stderr)
 
+    def own_standin(self, folder: Path) -> list[str]:
+        """The requirement of the project itself at its tree's release, whose stand-in is written to
+        `folder`; none without a project."""
+        if not self.project:
+            return []
+        name, release = split_pin(self.project)
+        write_metadata_wheel(folder, name, f"{release}+{OWN_LABEL}")
+        return [f"{name}=={release}+{OWN_LABEL}"]
+
     def result(self, stdout: str, cmd: list[str]) -> Resolution:
-        pins = sorted({line.strip() for line in stdout.splitlines() if "==" in line and not line.startswith("#")})
+        own = split_pin(self.project)[0] if self.project else None
+        pins = sorted({line.strip() for line in stdout.splitlines() if "==" in line and not line.startswith("#")
+                       and split_pin(line.strip())[0] != own})
         pinned = {tuple(split_pin(p)) for p in pins}
         chosen = [self.standins[k] for k in sorted(self.standins) if k in pinned]
         return Resolution(tuple(pins), tuple(chosen), tuple(self.reqs), tuple(self.given), self.python, self.plat,
-                          self.cutoff, tuple(cmd))
+                          self.cutoff, tuple(cmd), self.project)
 
     def failure(self, stderr: str) -> ResolveError:
         said = "\n".join(line for line in stderr.strip().splitlines() if not line.startswith("warning:"))
+        own = f" with the project itself at {self.project} (its tree's release)" if self.project else ""
         return ResolveError(
-            f"uv found no versions of {self.reqs + self.given} for Python {self.python} ({self.plat}) among releases "
-            f"uploaded before {self.cutoff} that have a wheel or a readable sdist; it said:\n{said}\n"
+            f"uv found no versions of {self.reqs + self.given} for Python {self.python} ({self.plat}){own} among "
+            f"releases uploaded before {self.cutoff} that have a wheel or a readable sdist; it said:\n{said}\n"
             "Expected a resolvable set: pin the package uv names to a version of that time, or move the date", said)
 
     def nearest_with_wheel(self, pin: str) -> str:
@@ -311,7 +341,9 @@ class _Resolver:
 
     def sdist_releases(self, name: str) -> list[tuple[Version, dict[str, Any]]]:
         """The releases of `name` before the date, newer than its newest release with a wheel for the
-        target, that have an sdist (newest first), each with its sdist's index entry."""
+        target, that have an sdist (newest first), each with its sdist's index entry; for a name pinned
+        exactly, only the pinned release (pytest-astropy==0.2.1 for astropy 1.3: its later releases have
+        wheels, and would hide it)."""
         by_version: dict[Version, list[dict[str, Any]]] = {}
         for f in index_files(self.index_url, name):
             version = file_version(str(f.get("filename", "")))
@@ -319,13 +351,27 @@ class _Resolver:
                     and self._python_ok(f):
                 by_version.setdefault(version, []).append(f)
         found = []
+        pinned = self._exact_pins().get(canonicalize_name(name))
         for version in sorted(by_version, reverse=True):
+            if pinned is not None and str(version) != pinned:
+                continue        # uv needs the pinned release only, whatever later releases have wheels
             if any(self._usable_wheel(str(f["filename"])) for f in by_version[version]):
                 break
             sdist = next((f for f in by_version[version] if file_version(str(f["filename"]), sdist=True)), None)
             if sdist is not None:
                 found.append((version, sdist))
         return found
+
+    def _exact_pins(self) -> dict[str, str]:
+        """{name: version} of the exact pins asked (as given: a version normalised as packaging does)."""
+        pins = {}
+        for pin in (p for p in [*self.reqs, *self.given] if is_exact_pin(p)):
+            name, version = split_pin(pin)
+            try:
+                pins[name] = str(Version(version))
+            except InvalidVersion:
+                continue
+        return pins
 
     def _before(self, f: dict[str, Any], name: str) -> bool:
         """Uploaded before the package's cutoff: the date's, or an exact pin's (whatever its date)."""

@@ -5,12 +5,12 @@ metadata, with which uv resolves as if the release had a wheel (`resolver.py`).
 
 from __future__ import annotations
 
-import hashlib
+import http.client
 import re
 import tarfile
 import tempfile
-import urllib.request
 import zipfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -19,7 +19,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from harness.environments.resolution import ResolveError, SdistOnly
+from harness.environments.network import fetch_into, transient, with_retries
+from harness.environments.resolution import IndexUnreachable, ResolveError, SdistOnly
 
 MAX_MEMBER = 1 << 20        # a metadata member read, at most
 MAX_SDIST = 200 << 20      # an sdist downloaded to read its metadata, at most
@@ -30,15 +31,15 @@ def read_sdist(name: str, version: str, f: dict[str, Any]) -> tuple[SdistOnly, l
     dependencies read from the archive's members as text: nothing is unpacked, built or run."""
     sha256 = str(f.get("hashes", {}).get("sha256", ""))
     with tempfile.TemporaryFile() as tmp:
-        digest = hashlib.sha256()
-        with urllib.request.urlopen(str(f["url"]), timeout=300) as answer:
-            while chunk := answer.read(1 << 20):
-                digest.update(chunk)
-                tmp.write(chunk)
-                if tmp.tell() > MAX_SDIST:
-                    raise ResolveError(f"the sdist {f['filename']} is over {MAX_SDIST >> 20} MB; not read")
-        if sha256 and digest.hexdigest() != sha256:
-            raise ResolveError(f"the sdist {f['filename']} has sha256 {digest.hexdigest()}, the index says {sha256}")
+        try:
+            got = with_retries(lambda: fetch_into(str(f["url"]), tmp, check=_under_cap(str(f["filename"]))),
+                               f"downloading {f['filename']}")
+        except (OSError, http.client.HTTPException) as exc:
+            failure = IndexUnreachable if transient(exc) else ResolveError
+            raise failure(f"the sdist {f['filename']} of {name} {version} could not be downloaded from {f['url']} "
+                          f"({exc!r})") from exc
+        if sha256 and got != sha256:
+            raise ResolveError(f"the sdist {f['filename']} has sha256 {got}, the index says {sha256}")
         tmp.seek(0)
         members = _metadata_members(tmp, str(f["filename"]))
     requires, known = _declared_requires(members)
@@ -49,6 +50,13 @@ def read_sdist(name: str, version: str, f: dict[str, Any]) -> tuple[SdistOnly, l
                                f"from it; pin another version of {name}")
     sdist = SdistOnly(name, version, str(f["filename"]), str(f["url"]), sha256, known)
     return sdist, requires, str(f.get("requires-python") or "")
+
+
+def _under_cap(filename: str) -> Callable[[int], None]:
+    def check(size: int) -> None:
+        if size > MAX_SDIST:
+            raise ResolveError(f"the sdist {filename} is over {MAX_SDIST >> 20} MB; not read")
+    return check
 
 
 def _metadata_members(archive: IO[bytes], filename: str) -> dict[str, str]:
@@ -125,9 +133,16 @@ def _valid_lines(lines: list[str]) -> list[str]:
 
 def write_standin(folder: Path, sdist: SdistOnly, requires: list[str], requires_python: str) -> None:
     """A wheel holding only the metadata of `sdist` (never installed: it lets uv resolve without building)."""
-    name, version = canonicalize_name(sdist.name).replace("-", "_"), sdist.version
+    write_metadata_wheel(folder, sdist.name, sdist.version, requires, requires_python)
+
+
+def write_metadata_wheel(folder: Path, project: str, version: str, requires: Sequence[str] = (),
+                         requires_python: str = "") -> None:
+    """A wheel of `project` `version` in `folder` holding only its metadata: these `Requires-Dist` and
+    `Requires-Python` (for uv's --find-links; never installed)."""
+    name = canonicalize_name(project).replace("-", "_")
     extras = sorted(set(re.findall(r'extra == "([^"]+)"', "\n".join(requires))))
-    lines = ["Metadata-Version: 2.1", f"Name: {sdist.name}", f"Version: {version}"]
+    lines = ["Metadata-Version: 2.1", f"Name: {project}", f"Version: {version}"]
     try:
         lines += [f"Requires-Python: {SpecifierSet(requires_python)}"] if requires_python else []
     except InvalidSpecifier:

@@ -1,9 +1,9 @@
 """How environment images are named and labelled, and built once each.
 
 Every environment image is `REPOSITORY:<kind prefix><hash of its inputs>` and carries HASH_LABEL and
-KIND_LABEL ("pinned", "environment" or "instance"; KEY_LABEL on the recipe's): equal inputs share one
-image, and nothing is rebuilt while its inputs stand. `build_lock` makes the builds of one tag in this
-process wait for each other.
+KIND_LABEL ("pinned", "sdists", "environment" or "instance"; KEY_LABEL and LOCK_LABEL on the recipe's):
+equal inputs share one image, and nothing is rebuilt while its inputs stand. `build_lock` makes the
+builds of one tag (and the making of one lock) in this process wait for each other.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ REPOSITORY = "harness-env"
 HASH_LABEL = "harness.env.hash"
 KIND_LABEL = "harness.env.kind"
 KEY_LABEL = "harness.env.key"
+LOCK_LABEL = "harness.env.lock"      # the environment image's lock, as its path under a locks folder
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
 

@@ -19,6 +19,7 @@ of the offline install, which names both.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import platform
 import re
 import shutil
@@ -36,6 +37,7 @@ from packaging.utils import canonicalize_name
 from harness import checks
 from harness.core.interpreter import python_command
 from harness.core.sources import cache_dir
+from harness.environments.network import download, with_retries
 from harness.errors import TaskError
 from sandbox.api import Progress
 
@@ -152,17 +154,14 @@ def download_sdist(url: str, filename: str, sha256: str, dest: Path, progress: P
     if not cached.is_file():
         progress(f"downloading the sdist {filename}")
         cached.parent.mkdir(parents=True, exist_ok=True)
-        digest, part = hashlib.sha256(), cached.with_suffix(".part")
+        part = cached.with_suffix(".part")
         try:
-            with urllib.request.urlopen(url, timeout=300) as answer, open(part, "wb") as out:
-                while chunk := answer.read(1 << 20):
-                    digest.update(chunk)
-                    out.write(chunk)
-        except OSError as exc:
+            got = with_retries(lambda: download(url, part), f"downloading the sdist {filename}", progress)
+        except (OSError, http.client.HTTPException) as exc:
             raise WheelhouseError(f"downloading the sdist {filename} from {url} failed: {exc}") from exc
-        if digest.hexdigest() != sha256:
+        if got != sha256:
             part.unlink()
-            raise WheelhouseError(f"the sdist {filename} has sha256 {digest.hexdigest()}, the index says {sha256}")
+            raise WheelhouseError(f"the sdist {filename} has sha256 {got}, the index says {sha256}")
         part.rename(cached)
     shutil.copy2(cached, dest / filename)
     return dest / filename

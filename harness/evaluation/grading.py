@@ -18,7 +18,9 @@ only the pristine base tree and does everything there:
 4. run `test_cmd` with its output in a file and its exit status from Docker (never from the output),
    parse the per-test results, reject a log that does not describe a run of the suite
    (`testlog.guard`: no runner summary, an exit status the log contradicts), judge FAIL_TO_PASS /
-   PASS_TO_PASS.
+   PASS_TO_PASS. A SWE-bench 5.0 row's own eval script runs there instead of `test_cmd`, up to its end
+   marker and behind `container_scripts/eval_compat.sh` (`eval_scripts`); only its log between the
+   markers is parsed.
 
 With `runs` > 1 every run repeats all steps in a new sandbox, and an instance whose verdicts differ is
 flagged flaky (and counts as resolved only if every run resolved it).
@@ -36,8 +38,9 @@ from harness.container_scripts import script_text
 from harness.core.records import InstanceReport
 from harness.core.sources import GIT_IDENTITY, patched_files
 from harness.core.task import Task
+from harness.evaluation.eval_scripts import EvalScript, script_of, tests_part
 from harness.evaluation.log_parsers import parse_log
-from harness.evaluation.testlog import Rejection, TestsVerdict, guard, judge
+from harness.evaluation.testlog import Rejection, TestsVerdict, guard, judge, script_stopped
 from harness.patching import STAGE_DIR, ChainOutcome, apply_in_sandbox
 from sandbox.api import WORKDIR, Limits, Sandbox, SandboxSpec
 from sandbox.errors import SandboxError
@@ -52,6 +55,9 @@ _BASELINE_ENV = {"GIT_DIR": f"{STAGE_DIR}/base.git", "GIT_WORK_TREE": WORKDIR, "
 # the record of the base version of the test files; after it, their restore (what stands in the way removed).
 _RECORD = "grading_record.py"
 _RESTORE = "grading_restore.py"
+# A 5.0 row's eval script runs behind these (its stand-ins for the official image, its base checkout).
+_COMPAT = "eval_compat.sh"
+_CHECKOUT = "eval_checkout.py"
 
 
 class TaskDefect(Exception):
@@ -144,7 +150,7 @@ def grade_patch(task: Task, model_patch: str | None, image: str, *, runs: int = 
                 grade.patch_command = outcome.command
             if not outcome.applied:
                 return grade
-            grade.runs.append(run_graded_tests(box, task, timeout))
+            grade.runs.append(run_graded_tests(box, task, timeout, image))
     return grade
 
 
@@ -192,17 +198,39 @@ def _in_box(box: Sandbox, command: str, what: str, env: dict[str, str]) -> None:
                            "image needs git and python3 (the sandbox image has both)")
 
 
-def run_graded_tests(box: Sandbox, task: Task, timeout: float) -> TestRun:
-    """Run the task's tests once in `box` (output in OUTPUT_FILE) and judge them against the task's lists."""
+def run_graded_tests(box: Sandbox, task: Task, timeout: float, image: str = "") -> TestRun:
+    """Run the task's tests once in `box` (output in OUTPUT_FILE) and judge them against the task's lists:
+    its `test_cmd`, or its row's own eval script (`eval_scripts`); `image` is the sandbox's, for the log."""
     variables = dict(task.environment.test_env) if task.environment else {}
-    result = box.exec(f"( {task.test_cmd} ) > {OUTPUT_FILE} 2>&1", timeout=timeout, env=variables or None,
+    script = script_of(task)
+    command = task.test_cmd if script is None else _stage_script(box, task, script, image, variables)
+    result = box.exec(f"( {command} ) > {OUTPUT_FILE} 2>&1", timeout=timeout, env=variables or None,
                       save_output=False)
     try:
         output = box.read_file(OUTPUT_FILE).data.decode("utf-8", errors="replace")
     except FileNotFoundError:
         output = result.stdout.text + result.stderr.text
-    status = parse_log(task.log_parser, output)
-    rejected = None if result.timed_out else guard(task.log_parser, output, status, result.exit_code)
+    graded = output if script is None else tests_part(output)
+    if graded is None:      # the row's script ended before its test command
+        return TestRun(exit_code=result.exit_code, duration=result.duration, timed_out=result.timed_out, status={},
+                       verdict=judge({}, task.fail_to_pass, task.pass_to_pass), output=output,
+                       rejected=None if result.timed_out else script_stopped(result.exit_code))
+    status = parse_log(task.log_parser, graded)
+    if not status and script is not None:     # 5.0: results printed outside the markers still count
+        graded, status = output, parse_log(task.log_parser, output)
+    rejected = None if result.timed_out else guard(task.log_parser, graded, status, result.exit_code)
     return TestRun(exit_code=result.exit_code, duration=result.duration, timed_out=result.timed_out,
                    status=status, verdict=judge(status, task.fail_to_pass, task.pass_to_pass), output=output,
                    rejected=rejected)
+
+
+def _stage_script(box: Sandbox, task: Task, script: EvalScript, image: str, variables: dict[str, str]) -> str:
+    """Write the row's eval script (up to its end marker, behind the stand-ins) and its checkout helper into
+    the sandbox; `variables` gains what the stand-ins read. Returns the command that runs it."""
+    box.write_file(f"{STAGE_DIR}/eval.sh", (script_text(_COMPAT) + "\n" + script.until_tests_end()).encode())
+    box.write_file(f"{STAGE_DIR}/{_CHECKOUT}", script_text(_CHECKOUT).encode())
+    base = task.extra.get("base_commit")
+    variables.update({"HARNESS_STAGE": STAGE_DIR, "HARNESS_WORKDIR": WORKDIR, "HARNESS_IMAGE": image,
+                      "HARNESS_BASE_COMMIT": base if isinstance(base, str) else "",
+                      "HARNESS_ROW_IMAGE": script.image or ""})
+    return f"bash {STAGE_DIR}/eval.sh"

@@ -5,13 +5,15 @@ An instance line has SWE-bench's fields (`instance_id`, `repo`, `base_commit`, `
 strings) plus the fields that let it run offline: `requirements` (pinned pip requirements, the
 project excluded), `install_cmd`, `test_cmd` (pytest with -rA output) and `python` ("3.9", ...).
 Its source comes from `--repos DIR`: `DIR/<instance_id>.tar.gz` (the tree at base_commit, possibly
-under one top folder) or a git clone `DIR/<owner>__<name>` that contains base_commit.
+under one top folder) or a git clone `DIR/<owner>__<name>` that contains base_commit. A SWE-bench 5.0
+row's own `eval_script`, `log_parser` and `image` are read by `eval_scripts` and graded with.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +31,7 @@ from harness.core.sources import (
 )
 from harness.core.task import Task, check_meta, task_from_meta
 from harness.errors import TaskError
-from harness.evaluation import swebench
+from harness.evaluation import eval_scripts, swebench
 from harness.evaluation.specs import Spec
 from sandbox.api import Progress, quiet
 from sandbox.text import safe_json
@@ -147,7 +149,8 @@ def load_instances(path: Path, repos: Path | None, ids: Iterable[str] | None = N
         if not isinstance(row.get("problem_statement"), str):
             problems.append(f"{where}: problem_statement is missing")
         meta, spec, found = _completed(row, where)
-        problems += found + check_meta(meta, where, "instance_id") + check_source_fields(row, where)
+        problems += (found + check_meta(meta, where, "instance_id") + check_source_fields(row, where)
+                     + eval_scripts.row_problems(row, where))
         metas.append((row, meta, spec))
     if problems:
         raise TaskError("invalid instances:\n  - " + "\n  - ".join(problems))
@@ -181,10 +184,18 @@ def _instance_task(row: dict[str, Any], meta: dict[str, Any], spec: Spec | None,
     task = task_from_meta(meta, default_id=row["instance_id"],
                           problem=row["problem_statement"], repo_dir=source,
                           gold_patch=row.get("patch") or None, test_patch=row.get("test_patch") or None)
-    if spec is None:
-        return task
-    return dataclasses.replace(task, environment=swebench.environment_of(row, spec, task.python),
-                               log_parser=spec.parser)
+    if spec is not None:
+        environment = swebench.environment_of(row, spec, task.python, swebench.git_source(row, repos))
+        task = dataclasses.replace(task, environment=environment, log_parser=spec.parser)
+    return with_row_script(task, row)
+
+
+def with_row_script(task: Task, row: dict[str, Any]) -> Task:
+    """`task` graded with its row's own log parser and eval script, when the row gives them (5.0 rows)."""
+    parser, script = eval_scripts.row_parser(row), eval_scripts.row_script(row)
+    if script is not None:
+        task = dataclasses.replace(task, extra={**task.extra, eval_scripts.EXTRA_KEY: script})
+    return task if parser is None else dataclasses.replace(task, log_parser=parser)
 
 
 def check_source_fields(row: dict[str, Any], where: str) -> list[str]:
@@ -240,6 +251,35 @@ def instance_source(row: dict[str, Any], repos: Path | None, url_template: str =
         raise TaskError(f"no source for instance {iid} in {repos}: expected {tarball} or a git clone "
                         f"{clone or repos / 'owner__name'} containing base_commit {commit or '(missing)'}")
     return dest
+
+
+_PARQUET_SPLIT = re.compile(r"([A-Za-z0-9_.]+)-\d{5}-of-\d{5}\.parquet")
+_SPLIT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+MAX_DATASET_CHARS = 300
+
+
+def dataset_and_split(instances: Path | None, dataset: str | None, split: str | None) -> tuple[str | None, str | None]:
+    """What run.json says the rows are (SWE-bench 5.0's `dataset` and `split`): the names given, else the
+    --instances file (its absolute path) and the split a published parquet file's name holds
+    (`data/test-00000-of-00001.parquet` -> "test"); None where nothing says, never a guess.
+
+    Raises:
+        TaskError: a name given is not a dataset or split name (each problem listed).
+    """
+    problems = []
+    if dataset is not None and not (0 < len(dataset) <= MAX_DATASET_CHARS and dataset.isprintable()):
+        problems.append(f"--dataset {dataset[:80]!r} is not a dataset name (1 to {MAX_DATASET_CHARS} printable "
+                        "characters); expected e.g. --dataset SWE-bench/SWE-bench_Lite")
+    if split is not None and not _SPLIT.fullmatch(split):
+        problems.append(f"--split {split[:80]!r} is not a split name (letters, digits, '_', '.', '-'); expected e.g. "
+                        "--split test")
+    if problems:
+        raise TaskError("; ".join(problems))
+    if instances is not None:
+        named = _PARQUET_SPLIT.fullmatch(instances.name)
+        dataset = dataset if dataset is not None else str(instances.resolve())
+        split = split if split is not None or named is None else named.group(1)
+    return dataset, split
 
 
 @dataclass(frozen=True)

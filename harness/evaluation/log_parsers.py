@@ -25,10 +25,9 @@ pvlib, pyvista, sqlfluff, xarray -> pytest; pydicom, requests, pylint -> pytest_
 sphinx -> pytest_v2. The official registry's key is ``parse_log_<name>``.
 
 Lines are split on ``\\n`` only (a ``\\r`` stays in its line), and the last line about a test wins.
-Two departures: a bare ``FAIL:`` or ``ERROR:`` line in a django log, on which the official parser
-raises IndexError, is skipped here; and a django test printed as its name alone, then a docstring line
-with the status (Python 3.9 prints docstrings that start with a newline, 3.8 did not), gets the status
-under its name too (`parse_django`).
+One departure: a bare ``FAIL:`` or ``ERROR:`` line in a django log, on which the official parser raises
+IndexError, is skipped here. A log of a stand-in interpreter reads as the requested one's: the stand-in
+prints as the requested version does (`harness/container_scripts/standin.py`), not the parser.
 """
 
 from __future__ import annotations
@@ -40,7 +39,7 @@ from types import MappingProxyType
 
 from harness.errors import TaskError
 
-__all__ = ["PARSERS", "Parser", "TestStatus", "UnknownParserError", "parse_log", "runner_summary"]
+__all__ = ["PARSERS", "Parser", "TestStatus", "UnknownParserError", "parse_log", "parser_named", "runner_summary"]
 
 
 class TestStatus(enum.StrEnum):
@@ -58,6 +57,7 @@ class TestStatus(enum.StrEnum):
 Parser = Callable[[str], dict[str, str]]
 
 _STATUS_WORDS = tuple(s.value for s in TestStatus)
+_REGISTRY_PREFIX = "parse_log_"      # SWE-bench's registry key of each parser: parse_log_<name>
 _SKIP_COUNT = re.compile(r"\[\d+\]")
 _BRACKETED = re.compile(r"(.*?)\[(.*)\]")
 _COLOUR_CODE = re.compile(r"\[\d+m")
@@ -69,8 +69,9 @@ class UnknownParserError(TaskError):
 
     def __init__(self, name: str) -> None:
         self.name = name
-        super().__init__(f"unknown log parser {name!r}; known parsers: {', '.join(sorted(PARSERS))} "
-                         "(e.g. \"django\" for django's runtests.py, \"pytest\" for pytest -rA output)")
+        super().__init__(f"unknown log parser {name!r}; known parsers: {', '.join(sorted(PARSERS))}, each also "
+                         "as SWE-bench's registry names it, parse_log_<name> (e.g. \"django\" or "
+                         "\"parse_log_django\" for django's runtests.py, \"pytest\" for pytest -rA output)")
 
 
 def parse_log(parser: str, log: str) -> dict[str, str]:
@@ -84,6 +85,20 @@ def parse_log(parser: str, log: str) -> dict[str, str]:
     except KeyError:
         raise UnknownParserError(parser) from None
     return read(log)
+
+
+def parser_named(name: object) -> str:
+    """The key of `PARSERS` that `name` names: a key itself, or SWE-bench's registry name of it
+    (``parse_log_django`` -> ``django``), as SWE-bench 5.0 rows give it in their `log_parser` field.
+
+    Raises:
+        UnknownParserError: `name` names no parser (the message lists the known ones).
+    """
+    if isinstance(name, str):
+        key = name.removeprefix(_REGISTRY_PREFIX)
+        if key in PARSERS:
+            return key
+    raise UnknownParserError(str(name)[:120])
 
 
 def _is_skip_summary(words: list[str]) -> bool:
@@ -203,32 +218,17 @@ _DJANGO_INTERRUPTED = tuple(re.compile(p, re.MULTILINE) for p in (
 ))
 
 
-_DJANGO_NAME = re.compile(r"test\w* \([\w.]+\)")
-
-
 def parse_django(log: str) -> dict[str, str]:
-    """django ``tests/runtests.py --verbosity 2`` output.
-
-    One addition to the official parser: a test whose docstring starts with a newline prints its name
-    alone and its status after the docstring's first line on Python 3.9 (``shortDescription`` strips
-    the docstring first since 3.9, bpo-39450), where the interpreters the published lists were made with
-    (3.8 and older) printed ``name ... ok`` on one line; the status is given to the name too."""
+    """django ``tests/runtests.py --verbosity 2`` output."""
     results: dict[str, str] = {}
     last_started: str | None = None
-    named: str | None = None      # the previous line, when it was a test's name alone
     for raw in log.split("\n"):
         line = raw.strip()
         if _DJANGO_VERSION_TEST in line:
             results[_DJANGO_VERSION_TEST] = TestStatus.PASSED.value
         if " ... " in line:
             last_started = line.split(" ... ")[0]
-        before = dict(results)
         _django_line(line, results)
-        if named is not None and " ... " in line:
-            described = line.split(" ... ")[0]
-            if results.get(described) is not None and results.get(described) != before.get(described):
-                results[named] = results[described]
-        named = line if _DJANGO_NAME.fullmatch(line) else None
         if line.startswith("ok") and last_started is not None:
             results[last_started] = TestStatus.PASSED.value
     for pattern in _DJANGO_INTERRUPTED:

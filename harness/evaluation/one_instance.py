@@ -1,4 +1,5 @@
-"""One instance, start to finish: the one public per-instance entry point every backend calls.
+"""One attempt at an instance, start to finish: the one public per-attempt entry point every backend
+calls (an attempt: `harness.evaluation.attempts`; a single-epoch run has one per instance).
 
 This is the one place that catches every exception: whatever goes wrong in an instance (an image that
 will not build, Docker failing, a model API down) is recorded as that instance's infrastructure error
@@ -13,26 +14,27 @@ import traceback
 from pathlib import Path
 
 from harness import checks
-from harness.core.task import Task
 from harness.environments.errors import EnvironmentUnsupported
+from harness.evaluation.attempts import Attempt
 from harness.evaluation.options import Cancelled
-from harness.evaluation.report import InstanceRecord, instance_dir, write_done
+from harness.evaluation.report import InstanceRecord, write_done
 from harness.evaluation.stages import Stages
 
 
-def evaluate_instance(task: Task, stages: Stages, out: Path, model_name: str,
+def evaluate_instance(attempt: Attempt, stages: Stages, out: Path, model_name: str,
                       cancel: threading.Event) -> InstanceRecord | None:
-    """Evaluate one instance from scratch into ``out/instances/<id>/``; None when the run was
-    interrupted meanwhile (then no `done` marker is written)."""
+    """Evaluate one attempt from scratch into its folder (``out/instances/<id>/``, or
+    ``.../<id>/epoch-<k>/``); None when the run was interrupted meanwhile (then no `done` marker is
+    written)."""
     if cancel.is_set():
         return None
-    folder = instance_dir(out, task.id)
+    task, folder = attempt.task, attempt.folder(out)
     checks.remove_tree(folder, out)
-    checks.private_dir(folder.parent)
-    checks.private_dir(folder)
+    for level in (out / "instances", folder.parent, folder):
+        checks.private_dir(level)
     started = time.monotonic()
-    record = InstanceRecord(instance_id=task.id, status="error", model_name_or_path=model_name)
-    stages.events.started(task.id)
+    record = InstanceRecord(instance_id=task.id, status="error", model_name_or_path=model_name, epoch=attempt.epoch)
+    stages.events.started(attempt.key)
     stage = "environment"
     try:
         image = stages.environment(task, record)

@@ -25,6 +25,9 @@ class EvalOptions:
     ray_address: str | None = None         # the Ray cluster to join; None: a one-machine Ray for this run
     allow_direct_references: bool = False  # requirements given as URLs (wheel files only) may be fetched
     pool: int = 0                          # sandboxes started ahead per shape (sandbox.pool.SandboxPool); 0: none
+    dataset: str | None = None             # what the rows are (run.json, as SWE-bench 5.0 records it)
+    split: str | None = None               # the dataset's split, e.g. "test"; None: not known
+    epochs: int = 1                        # attempts per instance, each a fresh session and grading (attempts.py)
 
 
 class Cancelled(Exception):

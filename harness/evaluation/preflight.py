@@ -112,7 +112,8 @@ def check_model(spec: str, tasks: list[Task], config: Config, secrets: Secrets) 
     try:
         spec = resolve_auto(spec, config, secrets)
         agent = config.loop.agent is not None
-        for task in tasks[:1] if spec.startswith("replay:") else [None]:   # replay: every task's recording, below
+        # replay: every task's recording, below; a scripted plan must name every task: each is made
+        for task in tasks[:1] if spec.startswith("replay:") else tasks if spec.startswith("scripted:") else [None]:
             make_model(spec, config, secrets, task=task, for_agent=agent)
     except ConfigError as exc:
         return [Problem(USAGE, f"--model {spec}: {exc}")]
@@ -193,10 +194,10 @@ def estimate_build_bytes(client: docker.DockerClient, tasks: Iterable[Task],
             seen.add(("sandbox", task.python))
             counts["sandbox image(s)"] += 1
             total += SANDBOX_IMAGE_BYTES
-        if task.environment is not None:
-            key = ("resolved", task.id)
-            extra = RESOLVED_ENV_BYTES + 3 * _tree_bytes(Path(task.repo_dir))
-            kind = "resolved environment(s)"
+        if task.environment is not None:    # one environment per version (its lock), a layer per instance
+            total += 3 * _tree_bytes(Path(task.repo_dir))
+            key = ("resolved", str(task.environment.version_of or task.id))
+            extra, kind = RESOLVED_ENV_BYTES, "resolved environment(s)"
         else:
             digest = env_hash(task, base) if base is not None else f"new-{task.python}-{sorted(task.requirements)}"
             if base is not None and image_exists(client, f"{REPOSITORY}:{digest}"):

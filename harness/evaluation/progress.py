@@ -1,7 +1,8 @@
 """Progress of a batch evaluation: what the runner reports, and a live rich display of it.
 
-`LiveEvents` shows a bar (done/total, resolved so far, ETA) and the running instances with their
-current stage; `LineEvents` prints one line per finished instance (for logs and non-terminals).
+`LiveEvents` shows a bar (done/total, resolved so far, ETA) and the running attempts with their
+current stage; `LineEvents` prints one line per finished attempt (for logs and non-terminals). An
+attempt is named by its key (`attempts.attempt_key`: the instance id, or ``<id>/epoch-<k>``).
 Events arrive from worker threads; the displays serialise them with a lock.
 
 Instance ids, model names, stage texts (build output) and error messages come from input files or
@@ -32,41 +33,47 @@ def _text(text: str, style: str = "") -> Text:
 
 
 class Events(Protocol):
-    def begin(self, total: int, finished: Mapping[str, InstanceRecord], pending: int) -> None: ...
-    def started(self, instance_id: str) -> None: ...
-    def stage(self, instance_id: str, text: str) -> None: ...
+    def begin(self, total: int, finished: Mapping[str, InstanceRecord], pending: int, *, epochs: int = 1) -> None:
+        """`total` attempts, `finished` of them already (keyed by attempt key), `pending` to run."""
+    def started(self, key: str) -> None: ...
+    def stage(self, key: str, text: str) -> None: ...
     def finished(self, record: InstanceRecord) -> None: ...
     def message(self, text: str) -> None: ...
 
 
 class SilentEvents:
-    def begin(self, total: int, finished: Mapping[str, InstanceRecord], pending: int) -> None: ...
-    def started(self, instance_id: str) -> None: ...
-    def stage(self, instance_id: str, text: str) -> None: ...
+    def begin(self, total: int, finished: Mapping[str, InstanceRecord], pending: int, *, epochs: int = 1) -> None: ...
+    def started(self, key: str) -> None: ...
+    def stage(self, key: str, text: str) -> None: ...
     def finished(self, record: InstanceRecord) -> None: ...
     def message(self, text: str) -> None: ...
 
 
+def resuming(finished: int, pending: int, epochs: int) -> str:
+    what = "instance(s)" if epochs == 1 else "attempt(s)"
+    return f"resuming: {finished} {what} already finished, {pending} to run"
+
+
 class LineEvents(SilentEvents):
-    """One line per finished instance on `stream`."""
+    """One line per finished attempt on `stream`."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
         self.lock = threading.Lock()
         self.done = self.total = self.resolved = 0
 
-    def begin(self, total: int, finished: Mapping[str, InstanceRecord], pending: int) -> None:
+    def begin(self, total: int, finished: Mapping[str, InstanceRecord], pending: int, *, epochs: int = 1) -> None:
         self.total, self.done = total, len(finished)
         self.resolved = sum(r.resolved for r in finished.values())
         if finished:
-            self.message(f"resuming: {len(finished)} instance(s) already finished, {pending} to run")
+            self.message(resuming(len(finished), pending, epochs))
 
     def finished(self, record: InstanceRecord) -> None:
         with self.lock:
             self.done += 1
             self.resolved += record.resolved
             extra = f" ({record.error})" if record.error else ""
-            self.stream.write(escape_unsafe(f"[{self.done}/{self.total}] {record.instance_id}: {record.status}"
+            self.stream.write(escape_unsafe(f"[{self.done}/{self.total}] {record.key}: {record.status}"
                                             f"{extra} in {record.duration:.1f}s; resolved so far "
                                             f"{self.resolved}") + "\n")
             self.stream.flush()
@@ -78,7 +85,7 @@ class LineEvents(SilentEvents):
 
 
 class LiveEvents(SilentEvents):
-    """A live bar and the running instances, redrawn a few times a second."""
+    """A live bar and the running attempts, redrawn a few times a second."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
@@ -98,28 +105,28 @@ class LiveEvents(SilentEvents):
     def __exit__(self, *exc: object) -> None:
         self.live.stop()
 
-    def begin(self, total: int, finished: Mapping[str, InstanceRecord], pending: int) -> None:
+    def begin(self, total: int, finished: Mapping[str, InstanceRecord], pending: int, *, epochs: int = 1) -> None:
         self.resolved = sum(r.resolved for r in finished.values())
         self.bar.update(self.task, total=total, completed=len(finished), resolved=self.resolved)
         if finished:
-            self.message(f"resuming: {len(finished)} instance(s) already finished, {pending} to run")
+            self.message(resuming(len(finished), pending, epochs))
 
-    def started(self, instance_id: str) -> None:
+    def started(self, key: str) -> None:
         with self.lock:
-            self.running[instance_id] = ("starting", time.monotonic())
+            self.running[key] = ("starting", time.monotonic())
 
-    def stage(self, instance_id: str, text: str) -> None:
+    def stage(self, key: str, text: str) -> None:
         with self.lock:
-            since = self.running.get(instance_id, ("", time.monotonic()))[1]
-            self.running[instance_id] = (text, since)
+            since = self.running.get(key, ("", time.monotonic()))[1]
+            self.running[key] = (text, since)
 
     def finished(self, record: InstanceRecord) -> None:
         with self.lock:
-            self.running.pop(record.instance_id, None)
+            self.running.pop(record.key, None)
             self.resolved += record.resolved
             self.bar.update(self.task, advance=1, resolved=self.resolved)
         style = {"resolved": "green", "error": "red"}.get(record.status, "yellow")
-        self.console.print(_text(f"{record.instance_id}: {record.status} in {record.duration:.1f}s"
+        self.console.print(_text(f"{record.key}: {record.status} in {record.duration:.1f}s"
                                  + (f" ({record.error})" if record.error else ""), style=style))
 
     def message(self, text: str) -> None:
@@ -134,20 +141,28 @@ class LiveEvents(SilentEvents):
 
 
 def summary_table(report: dict[str, object]) -> Table:
-    """The per-instance table and the totals shown at the end of `harness eval`."""
-    table = Table(title=_text(f"evaluation of {report['model_name_or_path']}"))
-    for column in ("instance", "status", "seconds", "turns", "tokens in/out", "cost $"):
+    """The per-instance table and the totals shown at the end of `harness eval` (with several epochs the
+    statuses are epoch 1's, and `passes` counts the resolved of the graded attempts)."""
+    agent = f" run by the agent {report['agent']}" if report.get("agent") else ""
+    table = Table(title=_text(f"evaluation of {report['model_name_or_path']}{agent}"))
+    attempts, epochs = report.get("attempts"), report.get("epochs")
+    several = isinstance(epochs, int) and epochs > 1
+    passes = attempts.get("per_instance", {}) if isinstance(attempts, dict) and several else {}
+    for column in ("instance", "status", *(["passes"] if passes else []), "seconds", "turns", "tokens in/out",
+                   "cost $"):
         table.add_column(column, justify="left" if column in ("instance", "status") else "right")
     instances = report["instances"]
     assert isinstance(instances, dict)
     for iid, row in sorted(instances.items()):
         tokens = row.get("tokens") or {}
         cost = row.get("cost_usd")
+        counts = passes.get(iid) or {}
         table.add_row(_text(iid), _text(row["status"] + (" (flaky)" if row.get("flaky") else "")),
+                      *([f"{counts.get('passed', '?')}/{counts.get('graded', '?')}"] if passes else []),
                       f"{row['duration']:.1f}",
                       str(row.get("turns") if row.get("turns") is not None else "-"),
                       f"{tokens.get('input_tokens', 0)}/{tokens.get('output_tokens', 0)}" if tokens else "-",
-                      f"{cost:.4f}" if isinstance(cost, (int, float)) else "-")
+                      f"{cost:.4f}" if isinstance(cost, (int, float)) else "unknown")
     table.caption = _text(f"submitted {report['submitted_instances']}, completed {report['completed_instances']}, "
                           f"resolved {report['resolved_instances']}, unresolved {report['unresolved_instances']} "
                           f"(patch failed {report['patch_failed_instances']}), empty patch "
@@ -170,3 +185,27 @@ def repository_summary(report: dict[str, object]) -> Table | None:
     for repo, row in repos.items():
         table.add_row(_text(repo), *(str(row.get(c, 0)) for c in columns), f"{row.get('time', 0.0):.0f}")
     return table
+
+
+def attempts_summary(report: dict[str, object]) -> list[str]:
+    """pass@1 with its 95% interval, pass@k, the flipped instances and those left out, as lines; none
+    when the report has no statistics (no graded attempt, or written before them)."""
+    a = report.get("attempts")
+    if not isinstance(a, dict) or a.get("pass_at_1") is None:
+        return []
+    low, high = a.get("pass_at_1_ci") or ("?", "?")
+    epochs = a.get("epochs") or 1
+    lines = [f"pass@1 {a['pass_at_1']:.3f} (95% CI {low:.3f} to {high:.3f}, {a.get('ci_method')}, effective n "
+             f"{a.get('effective_n')}; {a.get('instances_counted')} instance(s) x {epochs} epoch(s), "
+             f"{a.get('attempts_done')} of {a.get('attempts_total')} attempts finished)"]
+    at_k = a.get("pass_at_k") or {}
+    if isinstance(at_k, dict) and len(at_k) > 1:
+        lines.append("  ".join(f"pass@{k} {v:.3f}" for k, v in at_k.items() if k != "1"))
+    if epochs > 1:
+        flipped = a.get("flipped_ids") or []
+        lines.append(f"flipped between epochs ({len(flipped)}): {', '.join(flipped) if flipped else 'none'}")
+    left = a.get("left_out") or {}
+    if isinstance(left, dict) and left:
+        lines.append(f"left out of the statistics ({len(left)}): "
+                     + "; ".join(f"{iid} ({why})" for iid, why in sorted(left.items())[:10]))
+    return lines

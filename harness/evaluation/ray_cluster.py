@@ -38,6 +38,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.core import process_tree as _tree  # `root` and its live descendants
 from harness.core.interpreter import python_command
 
 MARKER = "HARNESS_RAY_CLUSTER"
@@ -101,27 +102,6 @@ def marked_pids(cluster_id: str) -> set[int]:
         except OSError:
             continue   # gone meanwhile, or not ours to read
     return found
-
-
-def _tree(root: int) -> set[int]:
-    """`root` and its live descendants, from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    tree, todo = {root}, [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in tree:
-                tree.add(child)
-                todo.append(child)
-    return tree
 
 
 def _signal_all(pids: set[int], sig: int) -> None:

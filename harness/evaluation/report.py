@@ -4,19 +4,23 @@ Layout of `--out DIR`::
 
     run.json                  the settings of the run (model, options, config), checked on --resume
     predictions.jsonl         SWE-bench predictions: {"instance_id", "model_name_or_path", "model_patch"}
-    report.json               totals and id lists in SWE-bench's shape, plus per-instance figures
+    predictions.epoch-<k>.jsonl   with --epochs N > 1: epoch k's predictions (predictions.jsonl is epoch 1's)
+    report.json               totals and id lists in SWE-bench's shape, plus per-instance figures, and
+                              `attempts`: every epoch and its statistics (harness.evaluation.attempts)
     instances/<id>/           trajectory.jsonl, patch.diff, result.json (the agent session),
                               test_output.txt, patch_apply.txt, report.json (SWE-bench's per-instance
-                              shape), error.txt (infrastructure errors) and `done`, written last
+                              shape), error.txt (infrastructure errors) and `done`, written last;
+                              with --epochs N > 1 the same in instances/<id>/epoch-<k>/, one per attempt
 
 Each JSON file is one record type of `harness.core.records` with its schema version: run.json
 `EvalRun`, report.json `EvalReport`, an instance's report.json `InstanceReport`, result.json
 `SessionResult`, `done` a `DoneRecord` (`InstanceRecord.done()`; `InstanceRecord` is the record
 while its stages fill it in).
 
-`done` holds the instance's record; an instance folder without it is half-finished and is rerun from
-scratch. predictions.jsonl and report.json are rebuilt from the `done` records, so an interrupted
-and resumed run never loses or duplicates a line.
+`done` holds the attempt's record; an attempt folder without it is half-finished and is rerun from
+scratch. The predictions files and report.json are rebuilt from the `done` records, so an interrupted
+and resumed run never loses or duplicates a line. The batch's records are keyed by the attempt's key
+(`attempts.attempt_key`: the instance id in a single-epoch run).
 
 Folders are 0700 and files 0600; no file is written through a link (`harness.checks`), and a file
 replaced atomically is first written to a temporary name created exclusively (`write_atomic`).
@@ -24,6 +28,7 @@ replaced atomically is first written to a temporary name created exclusively (`w
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
@@ -34,6 +39,7 @@ from harness.agent.loop import StopReason
 from harness.core.records import DoneRecord, EvalReport, RecordError
 from harness.core.records import InstanceStatus as InstanceStatus  # re-exported: the evaluation's statuses
 from harness.errors import UnsafePathError
+from harness.evaluation.attempts import attempt_dir, attempt_key, epoch_numbers, summarize
 from sandbox.text import safe_json
 
 DONE = "done"
@@ -62,10 +68,19 @@ class InstanceRecord:
     python_requested: str | None = None   # the interpreter the instance's specification asks for
     python_used: str | None = None        # the offline interpreter that ran it
     failure_reason: str | None = None     # unresolved maybe not by the patch: a rejected log, a timeout
+    stand_in: bool | None = None          # python_used is another version than python_requested
+    shims: list[str] = field(default_factory=list)   # the stand-in's shims that were active
+    epoch: int | None = None              # 1..N in a run of N > 1 epochs; None: the instance's only attempt
+    agent: str | None = None              # a third-party agent inside the sandbox (None: the harness's own loop)
 
     @property
     def resolved(self) -> bool:
         return self.status == "resolved"
+
+    @property
+    def key(self) -> str:
+        """The attempt's key: the instance id, or ``<id>/epoch-<k>``."""
+        return attempt_key(self.instance_id, self.epoch)
 
     def done(self) -> DoneRecord:
         return DoneRecord(
@@ -74,7 +89,8 @@ class InstanceRecord:
             turns=self.turns, tokens=dict(self.tokens), cost_usd=self.cost_usd, stop_reason=self.stop_reason,
             flaky=self.flaky, tests_resolved=self.tests_resolved, infra_retries=self.infra_retries, repo=self.repo,
             python_requested=self.python_requested, python_used=self.python_used,
-            failure_reason=self.failure_reason)
+            failure_reason=self.failure_reason, stand_in=self.stand_in, shims=list(self.shims), epoch=self.epoch,
+            agent=self.agent)
 
     @classmethod
     def from_done(cls, d: DoneRecord) -> InstanceRecord | None:
@@ -86,7 +102,8 @@ class InstanceRecord:
                    turns=d.turns, tokens=dict(d.tokens), cost_usd=d.cost_usd,
                    stop_reason=_stop_reason(d.stop_reason), flaky=bool(d.flaky), tests_resolved=d.tests_resolved,
                    infra_retries=d.infra_retries, repo=d.repo, python_requested=d.python_requested,
-                   python_used=d.python_used, failure_reason=d.failure_reason)
+                   python_used=d.python_used, failure_reason=d.failure_reason, stand_in=d.stand_in,
+                   shims=list(d.shims), epoch=d.epoch, agent=d.agent)
 
     def to_dict(self) -> dict[str, Any]:
         return self.done().to_dict()
@@ -98,7 +115,8 @@ def _stop_reason(value: str | None) -> StopReason | None:
 
 
 def instance_dir(out: Path, instance_id: str) -> Path:
-    return out / "instances" / instance_id
+    """The folder of a single-epoch run's instance (`attempts.attempt_dir` for any attempt)."""
+    return attempt_dir(out, instance_id, None)
 
 
 def write_done(folder: Path, record: InstanceRecord) -> None:
@@ -118,24 +136,40 @@ def read_done(folder: Path) -> InstanceRecord | None:
         return None
 
 
-def write_outputs(out: Path, ids: list[str], records: dict[str, InstanceRecord], model: str) -> dict[str, Any]:
-    """Rebuild predictions.jsonl and report.json from the finished records; returns report.json's object."""
-    return write_report(out, ids, records, model).to_dict()
+def write_outputs(out: Path, ids: list[str], records: dict[str, InstanceRecord], model: str, *,
+                  epochs: int = 1) -> dict[str, Any]:
+    """Rebuild the predictions and report.json from the finished records; returns report.json's object."""
+    return write_report(out, ids, records, model, epochs=epochs).to_dict()
 
 
-def write_report(out: Path, ids: list[str], records: dict[str, InstanceRecord], model: str) -> EvalReport:
-    """Rebuild predictions.jsonl and report.json from the finished records; returns the report."""
-    done = [records[i] for i in ids if i in records]
-    lines = [safe_json({"instance_id": r.instance_id, "model_name_or_path": r.model_name_or_path,
-                        "model_patch": r.model_patch}) + "\n"
-             for r in done if r.status != "error"]
-    write_atomic(out / "predictions.jsonl", "".join(lines))
-    report = build_report(ids, records, model)
+def write_report(out: Path, ids: list[str], records: dict[str, InstanceRecord], model: str, *,
+                 epochs: int = 1) -> EvalReport:
+    """Rebuild predictions.jsonl (epoch 1), predictions.epoch-<k>.jsonl (with epochs > 1) and report.json
+    from the finished records (keyed by attempt key); returns the report."""
+    for epoch in epoch_numbers(epochs):
+        done = [records[k] for k in (attempt_key(i, epoch) for i in ids) if k in records]
+        lines = "".join(safe_json({"instance_id": r.instance_id, "model_name_or_path": r.model_name_or_path,
+                                   "model_patch": r.model_patch}) + "\n" for r in done if r.status != "error")
+        if epoch in (None, 1):
+            write_atomic(out / "predictions.jsonl", lines)
+        if epoch is not None:
+            write_atomic(out / f"predictions.epoch-{epoch}.jsonl", lines)
+    report = build_report(ids, records, model, epochs=epochs)
     write_atomic(out / "report.json", safe_json(report.to_dict(), indent=2) + "\n")
     return report
 
 
-def build_report(ids: list[str], records: dict[str, InstanceRecord], model: str) -> EvalReport:
+def build_report(ids: list[str], records: dict[str, InstanceRecord], model: str, *, epochs: int = 1) -> EvalReport:
+    """The report of `records` (keyed by attempt key): SWE-bench's keys of epoch 1, `attempts` of all."""
+    numbers = epoch_numbers(epochs)
+    first = {i: records[k] for i in ids if (k := attempt_key(i, numbers[0])) in records}
+    statuses = {i: [r.status if (r := records.get(attempt_key(i, e))) else None for e in numbers] for i in ids}
+    every = [r for i in ids for e in numbers if (r := records.get(attempt_key(i, e))) is not None]
+    return dataclasses.replace(_epoch_report(ids, first, model), epochs=epochs,
+                               attempts=summarize(ids, epochs, statuses, _totals(every)))
+
+
+def _epoch_report(ids: list[str], records: dict[str, InstanceRecord], model: str) -> EvalReport:
     def with_status(*statuses: InstanceStatus) -> list[str]:
         return sorted(i for i in ids if i in records and records[i].status in statuses)
 
@@ -147,8 +181,10 @@ def build_report(ids: list[str], records: dict[str, InstanceRecord], model: str)
     reasons |= {r.instance_id: r.failure_reason for r in done if r.status == "unresolved" and r.failure_reason}
     infra = sorted(r.instance_id for r in done if r.status == "error")
     ambiguous = sorted(i for i in reasons if i not in infra)
+    stand_ins = sorted(r.instance_id for r in done if r.stand_in)
+    agents = sorted({r.agent for r in done if r.agent})
     return EvalReport(
-        model_name_or_path=model,
+        model_name_or_path=model, agent=",".join(agents) or None,
         total_instances=len(ids), submitted_instances=len(ids),
         completed_instances=len(completed), resolved_instances=len(with_status("resolved")),
         unresolved_instances=len(with_status("unresolved", "patch_failed")),
@@ -166,15 +202,16 @@ def build_report(ids: list[str], records: dict[str, InstanceRecord], model: str)
         totals=_totals(done), repositories=repository_table(done),
         instances={r.instance_id: _summary(r) for r in done},
         infra_failure_instances=len(infra), ambiguous_failure_instances=len(ambiguous),
-        infra_failure_ids=infra, ambiguous_failure_ids=ambiguous, failure_reasons=dict(sorted(reasons.items())))
+        infra_failure_ids=infra, ambiguous_failure_ids=ambiguous, failure_reasons=dict(sorted(reasons.items())),
+        stand_in_instances=len(stand_ins), stand_in_ids=stand_ins)
 
 
 def _summary(r: InstanceRecord) -> dict[str, Any]:
     return {"status": r.status, "duration": round(r.duration, 3), "durations": r.durations, "turns": r.turns,
             "tokens": r.tokens, "cost_usd": r.cost_usd, "stop_reason": r.stop_reason, "flaky": r.flaky,
-            "error": r.error, "infra_retries": r.infra_retries, "repo": r.repo,
+            "tests_resolved": r.tests_resolved, "error": r.error, "infra_retries": r.infra_retries, "repo": r.repo,
             "python_requested": r.python_requested, "python_used": r.python_used,
-            "failure_reason": r.failure_reason}
+            "failure_reason": r.failure_reason, "stand_in": r.stand_in, "shims": r.shims, "agent": r.agent}
 
 
 def repository_table(done: list[InstanceRecord]) -> dict[str, dict[str, Any]]:
@@ -201,6 +238,7 @@ def _totals(done: list[InstanceRecord]) -> dict[str, Any]:
     costs = [r.cost_usd for r in done if r.cost_usd is not None]
     return {"duration": round(sum(r.duration for r in done), 3), "tokens": tokens,
             "cost_usd": round(sum(costs), 6) if costs else None,
+            "cost_unknown": sum(1 for r in done if r.cost_usd is None and r.turns is not None),   # sessions unpriced
             "turns": sum(r.turns or 0 for r in done)}
 
 

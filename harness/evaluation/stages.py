@@ -1,4 +1,4 @@
-"""The three stages of one instance: its environment image, its patch, its grade.
+"""The three stages of one attempt at an instance: its environment image, its patch, its grade.
 
 Each stage fills in the instance's record and writes its files into the instance's folder; an
 exception is left to the runner, which records it as the instance's infrastructure error. With a
@@ -23,6 +23,7 @@ from harness.agent.session import run_session, session_spec
 from harness.config import Config, Secrets
 from harness.core.task import Task
 from harness.environments import ensure_task_image, ensure_venv_image, sandbox_image
+from harness.environments.standin import shims, stand_in
 from harness.evaluation.grading import Grade, grade_patch, grading_spec
 from harness.evaluation.instance_files import Prediction
 from harness.evaluation.options import Cancelled, EvalOptions
@@ -69,14 +70,16 @@ class Stages:
         record.repo = str(task.extra["repo"]) if task.extra.get("repo") else None
         record.python_used = task.python
         record.python_requested = task.environment.python_requested if task.environment else task.python
+        record.stand_in = stand_in(record.python_requested, task.python)
+        record.shims = list(shims(record.python_requested, task.python))
 
         def say(text: str) -> None:   # called only while something is being built
-            self.events.stage(task.id, text)
-            if not text.startswith("Step "):
-                self.events.message(f"{task.id}: {text}")
+            self.events.stage(record.key, text)
+            if not text.startswith("Step "):     # the environment's words often name the task already
+                self.events.message(f"{record.key}: {text.removeprefix(f'{task.id}: ')}")
 
         if self.config.sandbox.image == "auto":
-            self.events.stage(task.id, f"sandbox image for Python {task.python}")
+            self.events.stage(record.key, f"sandbox image for Python {task.python}")
         base = sandbox_image(self.config, task.python, say, task=task)
         env_tag = None
         if task.environment is not None:   # the shared environment (built, or waited for), then the instance
@@ -113,20 +116,23 @@ class Stages:
         # nor do they query code: no find_code index is prepared for them
         config = self.config if spec not in REFERENCE_MODELS else self.config.replace(
             tools=dataclasses.replace(self.config.tools, prewarm_index=False))
-        self.events.stage(task.id, "agent session")
+        key = record.key
+        self.events.stage(key, "agent session")
         t0 = time.monotonic()
         agent = parse_agent(config.loop.agent) if config.loop.agent else None
         with open_model(spec, self.config, self.secrets, task=task, for_agent=agent is not None,
-                        say=lambda m: self.events.stage(task.id, m)) as model:   # a local: model's server runs here
+                        attempt=record.epoch or 1,     # a scripted plan replays each attempt's own script
+                        say=lambda m: self.events.stage(key, m)) as model:   # a local: model's server runs here
             if agent is not None:   # a third-party agent inside the sandbox, its model calls through the gateway
                 outcome = run_external_session(session_task, agent, model, config, folder, image=image,
-                                               labels=self.labels, progress=lambda e: self._session_event(task.id, e),
+                                               labels=self.labels, progress=lambda e: self._session_event(key, e),
                                                sandboxes=self.sandboxes)
             else:
                 outcome = run_session(session_task, model, config, folder, image=image, secrets=self.secrets,
-                                      labels=self.labels, progress=lambda e: self._session_event(task.id, e),
+                                      labels=self.labels, progress=lambda e: self._session_event(key, e),
                                       sandboxes=self.sandboxes)
         record.durations["session"] = round(time.monotonic() - t0, 3)
+        record.agent = agent.label if agent is not None else None
         record.turns = outcome.turns
         record.tokens = dataclasses.asdict(outcome.usage)
         record.cost_usd = outcome.cost_usd
@@ -143,7 +149,7 @@ class Stages:
     def grade(self, task: Task, patch: str | None, image: str, folder: Path, record: InstanceRecord) -> None:
         """Grade the patch in fresh sandboxes and set the record's status."""
         self._check()
-        self.events.stage(task.id, "grading")
+        self.events.stage(record.key, "grading")
         t0 = time.monotonic()
         grade = grade_patch(task, patch, image, runs=self.options.grade_runs,
                             timeout=self.options.test_timeout, labels=self.labels, sandboxes=self.sandboxes)

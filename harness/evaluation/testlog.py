@@ -33,7 +33,9 @@ process. A rejected run is unresolved, with its reason:
 - ``exit_code_contradicts_log``: the test command exited non-zero but the log reports no failed or
   erroring test (5.0's rule: the log is not describing the run that happened);
 - ``runner_interrupted``: a pytest run whose exit status is 2 to 5 (interrupted, internal error, usage
-  error, no tests collected).
+  error, no tests collected);
+- ``tests_not_reached``: a SWE-bench 5.0 row's own eval script (`eval_scripts`) ended before its
+  start-of-test-output marker (5.0: a log without both markers is no run; `script_stopped`).
 
 The exit status is the test command's own, as Docker reports it for the command (outside the output),
 so no line a patch prints can change it.
@@ -47,7 +49,7 @@ from typing import Any
 
 from harness.evaluation.log_parsers import TestStatus, parse_log, runner_summary
 
-__all__ = ["Rejection", "TestStatus", "TestsVerdict", "guard", "judge", "parse_pytest_log"]
+__all__ = ["Rejection", "TestStatus", "TestsVerdict", "guard", "judge", "parse_pytest_log", "script_stopped"]
 
 _PASSED = frozenset({TestStatus.PASSED.value, TestStatus.XFAIL.value})
 _MAINTAINED = _PASSED | {TestStatus.SKIPPED.value}
@@ -162,3 +164,9 @@ def guard(parser: str, log: str, status: dict[str, str], exit_code: int) -> Reje
     if summary is not None and summary[0].startswith("pytest") and exit_code in _PYTEST_EXITS:
         return Rejection("runner_interrupted", f"pytest exited {exit_code}: {_PYTEST_EXITS[exit_code]}")
     return None
+
+
+def script_stopped(exit_code: int) -> Rejection:
+    """The rejection of a run whose eval script ended (with `exit_code`) before its test command."""
+    return Rejection("tests_not_reached", f"the row's eval script ended (exit status {exit_code}) before its "
+                                          "start-of-test-output marker: its test command never ran")

@@ -10,11 +10,20 @@ Sits above harness.environments and sandbox (whose wheelhouse and image builders
 harness.agent and harness.cli, which run what it describes.
 """
 
-from harness.external.commands import base_environment
+from harness.external.commands import base_environment, check_replay
 from harness.external.image import ensure_agent_image
 from harness.external.registry import CATALOGUE, parse_agent
 from harness.external.run import command_line, run_invocation, write_files
-from harness.external.spec import RUN_DIR, TASK_FILE, TESTBED, AgentInvocation, AgentRequest, AgentSpec
+from harness.external.spec import (
+    RUN_DIR,
+    TASK_FILE,
+    TESTBED,
+    AgentInvocation,
+    AgentRequest,
+    AgentSpec,
+    RecordedRun,
+)
 
 __all__ = ["CATALOGUE", "RUN_DIR", "TASK_FILE", "TESTBED", "AgentInvocation", "AgentRequest", "AgentSpec",
-           "base_environment", "command_line", "ensure_agent_image", "parse_agent", "run_invocation", "write_files"]
+           "RecordedRun", "base_environment", "check_replay", "command_line", "ensure_agent_image", "parse_agent",
+           "run_invocation", "write_files"]

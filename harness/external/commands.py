@@ -5,7 +5,8 @@ key, the gateway as its HTTP(S) proxy too (it answers anything but a model reque
 tool that tries the network fails at once instead of waiting on a dead route), and the switches that
 keep litellm, pip and the Hugging Face hub from trying. The task text is written to TASK_FILE.
 
-    mini_swe_agent(spec, request)   mini --yolo --exit-immediately, its settings in a YAML file
+    mini_swe_agent(spec, request)   mini --yolo --exit-immediately, its settings in a YAML file; the
+                                    pinned version chooses the config's shape (1.x or 2.x, `mini_v1`)
     aider(spec, request)            aider --message-file, its settings as --flag=value pairs
     tiny_agent(spec, request)       the example agent of the package, with the image's python3
     shell_command(spec, request)    the operator's `cmd:` command, run with bash
@@ -14,9 +15,11 @@ keep litellm, pip and the Hugging Face hub from trying. The task text is written
 from __future__ import annotations
 
 import json
+import math
 from importlib import resources
 
-from harness.external.spec import RUN_DIR, TASK_FILE, AgentInvocation, AgentRequest, AgentSpec
+from harness.errors import ConfigError
+from harness.external.spec import RUN_DIR, TASK_FILE, AgentInvocation, AgentRequest, AgentSpec, RecordedRun
 
 MINI_CONFIG = f"{RUN_DIR}/mini-run.yaml"
 MINI_TRAJECTORY = f"{RUN_DIR}/mini.traj.json"
@@ -26,6 +29,11 @@ AIDER_METADATA = f"{RUN_DIR}/aider-model.json"
 AIDER_CHAT_HISTORY = f"{RUN_DIR}/aider.chat.history.md"
 AIDER_LLM_HISTORY = f"{RUN_DIR}/aider.llm.history"
 AIDER_CONTEXT = 128_000   # the context window aider is told (it knows no size for a gateway's model)
+_MINI_ENV = {"MSWEA_CONFIGURED": "true", "MSWEA_SILENT_STARTUP": "1",
+             "MSWEA_GLOBAL_CONFIG_DIR": f"{RUN_DIR}/mini-config", "MSWEA_COST_TRACKING": "ignore_errors",
+             "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "3"}
+# mini 1.x takes its task only as an option: read from the task file, its last newline kept ($(...) drops it)
+_MINI_V1_WRAPPER = 't=$(cat -- "$HARNESS_TASK_FILE" && printf .) || exit 2; exec "$@" "--task=${t%.}"'
 # aider keeps its repository map's cache in the repository (no option moves it); removed after the run
 # unless the project had one, so it never shows in the patch
 _AIDER_WRAPPER = ('had=0; [ -e .aider.tags.cache.v4 ] && had=1; "$@"; rc=$?; '
@@ -69,6 +77,29 @@ def yaml_string(text: str) -> str:
     return "".join(out) + '"'
 
 
+def yaml_value(value: object) -> str:
+    """`value` (JSON's types: mappings with string keys, lists, strings, numbers, booleans, None) as
+    one line of YAML flow style that PyYAML reads back exactly; strings through `yaml_string`.
+
+    Raises:
+        ConfigError: a value of another type, or a number that is not finite.
+    """
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, int | float):
+        if not math.isfinite(value):
+            raise ConfigError(f"the number {value!r} cannot be written to the agent's config; expected a finite one")
+        return repr(value)
+    if isinstance(value, str):
+        return yaml_string(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(yaml_value(v) for v in value) + "]"
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return "{" + ", ".join(f"{yaml_string(k)}: {yaml_value(v)}" for k, v in value.items()) + "}"
+    raise ConfigError(f"a value of type {type(value).__name__} ({value!r:.80}) cannot be written to the agent's "
+                      "config; expected JSON's types (objects, lists, strings, numbers, true/false, null)")
+
+
 def mini_config(request: AgentRequest, *, textbased: bool) -> str:
     """mini-swe-agent's run settings, merged over its built-in config (`-c mini_textbased.yaml -c this`)."""
     lines = ["run:", f"  task: {yaml_string(request.task)}",
@@ -84,14 +115,77 @@ def mini_config(request: AgentRequest, *, textbased: bool) -> str:
 
 
 def mini_swe_agent(spec: AgentSpec, request: AgentRequest, *, textbased: bool = True) -> AgentInvocation:
-    """mini with the text-based action format (```mswea_bash_command blocks: any chat model)."""
+    """mini-swe-agent as its pinned version takes it: 1.x (`mini_v1`), or 2.x with the text-based action
+    format (```mswea_bash_command blocks: any chat model) unless `textbased` is False (tool calls).
+
+    Raises:
+        ConfigError: the request replays a run this agent cannot reproduce (`check_replay`).
+    """
+    check_replay(spec, request.recorded)
+    if spec.version is not None and spec.version.major < 2:
+        if not textbased:
+            raise ConfigError(f"--agent {spec.label}: mini-swe-agent 1.x has text actions only (```bash blocks), "
+                              f"no tool calls; use --agent mini-swe-agent=={spec.version}")
+        return mini_v1(spec, request)
     builtin = "mini_textbased.yaml" if textbased else "mini.yaml"
-    env = {**base_environment(request), "MSWEA_CONFIGURED": "true", "MSWEA_SILENT_STARTUP": "1",
-           "MSWEA_GLOBAL_CONFIG_DIR": f"{RUN_DIR}/mini-config", "MSWEA_COST_TRACKING": "ignore_errors",
-           "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "3"}
+    env = {**base_environment(request), **_MINI_ENV}
     argv = (spec.entry, "--yolo", "--exit-immediately", "-c", builtin, "-c", MINI_CONFIG, "-o", MINI_TRAJECTORY)
     return AgentInvocation(argv=argv, env=env, cwd=request.workdir, outputs=(MINI_TRAJECTORY,),
                            files={TASK_FILE: request.task, MINI_CONFIG: mini_config(request, textbased=textbased)})
+
+
+def mini_v1(spec: AgentSpec, request: AgentRequest) -> AgentInvocation:
+    """mini-swe-agent 1.x (read from its 1.15.0 release): `mini` reads ONE config file (nothing is merged
+    over a built-in one), its local environment's settings under `env:` (not `environment:`), and its
+    task only as an option, so a bash wrapper reads the task file into `--task=` (the harness's argv
+    never holds the task, and its last newline is kept). Actions are ```bash blocks, commands run by
+    `subprocess.run(shell=True)` (/bin/sh) in the work dir.
+
+    A replay (`request.recorded`) gets the whole recorded agent section in its own config file
+    (`mini_v1_replay_config`); any other run gets 1.x's own `mini.yaml`, the gateway's model by
+    `--model=` and the endpoint from `OPENAI_BASE_URL` (1.x has no option for a step limit: the
+    gateway's call budget is the limit).
+    """
+    files = {TASK_FILE: request.task}
+    if request.recorded is not None:
+        files[MINI_CONFIG] = mini_v1_replay_config(request, request.recorded)
+        options: tuple[str, ...] = ("-c", MINI_CONFIG)
+    else:
+        options = ("-c", "mini.yaml", f"--model=openai/{request.model}", "--cost-limit=0")
+    argv = ("/bin/bash", "-c", _MINI_V1_WRAPPER, "mini", spec.entry, "--yolo", "--exit-immediately",
+            "-o", MINI_TRAJECTORY, *options)
+    return AgentInvocation(argv=argv, env={**base_environment(request), **_MINI_ENV}, files=files,
+                           cwd=request.workdir, outputs=(MINI_TRAJECTORY,))
+
+
+def mini_v1_replay_config(request: AgentRequest, recorded: RecordedRun) -> str:
+    """mini 1.x's whole config for replaying `recorded`: its agent section as recorded (yolo mode, no
+    confirmation at the end, no cost limit: the gateway's model has no price; the request's step limit
+    when it sets one), the gateway as a litellm model, and the local environment in the work dir with
+    the recorded variables and timeout."""
+    agent = {**recorded.agent, "mode": "yolo", "confirm_exit": False, "cost_limit": 0,
+             **({"step_limit": request.step_limit} if request.step_limit else {})}
+    model = {"model_name": f"openai/{request.model}", "model_class": "litellm", "cost_tracking": "ignore_errors",
+             "model_kwargs": {"api_base": request.base_url, "api_key": request.api_key}}
+    env = {"cwd": request.workdir, "env": dict(recorded.env), "timeout": recorded.timeout}
+    return f"agent: {yaml_value(agent)}\nmodel: {yaml_value(model)}\nenv: {yaml_value(env)}\n"
+
+
+def check_replay(spec: AgentSpec, recorded: RecordedRun | None) -> None:
+    """Refuse a replay that `spec` cannot reproduce: a mini-swe-agent recording made by another major
+    version (their config shapes and action fences differ), or one replayed with tool calls. Other
+    agents are served the recorded messages as they are.
+
+    Raises:
+        ConfigError: naming the recording's version and the `--agent` that replays it.
+    """
+    if recorded is None or spec.install_name != "mini-swe-agent" or spec.version is None:
+        return
+    if spec.name != "mini-swe-agent" or recorded.major != spec.version.major:
+        raise ConfigError(f"--agent {spec.label} cannot replay this recording: it was made by mini-swe-agent "
+                          f"{recorded.version} (text actions, {recorded.major}.x's config), and only the same "
+                          f"major version with text actions reproduces it command for command; use --agent "
+                          f"mini-swe-agent=={recorded.version}")
 
 
 def mini_swe_agent_tools(spec: AgentSpec, request: AgentRequest) -> AgentInvocation:

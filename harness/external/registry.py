@@ -64,6 +64,9 @@ def parse_agent(text: str) -> AgentSpec:
     except InvalidVersion:
         raise ConfigError(f"--agent {text!r}: {version!r} is not a version of {spec.package.split('==')[0]}; "
                           f"expected NAME==VERSION, e.g. {spec.name}=={spec.package.split('==')[1]}") from None
+    if spec.name == "mini-swe-agent-tools" and pinned.major < 2:
+        raise ConfigError(f"--agent {text!r}: mini-swe-agent {pinned} has text actions only (```bash blocks), no "
+                          f"tool calls; use --agent mini-swe-agent=={pinned}")
     return spec.with_version(str(pinned))
 
 

@@ -6,6 +6,8 @@ it is started.
                      AgentInvocation
     AgentRequest     one task for it: the task text, the model, the gateway's URL and key, the work dir
     AgentInvocation  what the runner does in the sandbox: write `files`, then run `argv` in `cwd` with `env`
+    RecordedRun      the published run a `replay:` model serves the messages of: the agent version that
+                     recorded it and the settings it ran with, which the replaying agent takes over
 
 Every path named here is inside the container. The task text and the model name reach an agent through
 files (`files`) or as the value of an `--option=value` pair after validation, never as a bare argument
@@ -19,6 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from packaging.version import InvalidVersion, Version
+
 from harness.errors import ConfigError
 
 AgentProtocol = Literal["openai", "anthropic"]
@@ -30,6 +34,64 @@ TASK_FILE = f"{RUN_DIR}/task.md"     # the task text; every agent gets its path 
 TESTBED = "/testbed"                 # a symbolic link to /workspace in every agent image
 _MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+/-]{0,199}")
 _BASE_URL = re.compile(r"http://(127\.0\.0\.1|localhost):([0-9]{1,5})(/v1)?")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """The published run a `replay:DIR` model serves the messages of, as its trajectory's `info` says
+    (mini-swe-agent's format): the agent version that recorded it (`info.mini_version`) and the settings
+    it ran with (`info.config`), so that the replaying agent runs under the same ones.
+
+    `agent`: the `agent:` section as recorded (system and instance templates, the observation, format-error
+    and timeout templates, step and cost limits), handed to the agent unchanged; `env`: the variables
+    every command ran with; `timeout`: seconds per command; `replies`: how many assistant messages the
+    recording holds (the replay's call budget is at least that).
+    """
+
+    version: str
+    agent: Mapping[str, object]
+    env: Mapping[str, str]
+    timeout: int
+    replies: int
+
+    @classmethod
+    def from_info(cls, info: Mapping[str, object], replies: int, source: str) -> RecordedRun:
+        """The run recorded in a trajectory's `info` (`source` names the file in errors).
+
+        Raises:
+            ConfigError: a field is missing or of the wrong type; every problem is named at once.
+        """
+        config = info.get("config")
+        config = config if isinstance(config, dict) else {}
+        agent, environment = config.get("agent"), config.get("environment", {})
+        env = environment.get("env", {}) if isinstance(environment, dict) else None
+        timeout = environment.get("timeout", 60) if isinstance(environment, dict) else None
+        version = info.get("mini_version")
+        problems = []
+        try:
+            Version(str(version))
+        except InvalidVersion:
+            problems.append(f"info.mini_version is {version!r}, expected the recording agent's version, e.g. '1.15.0'")
+        if not isinstance(agent, dict) or not all(isinstance(k, str) for k in agent):
+            problems.append(f"info.config.agent is {type(agent).__name__}, expected the agent's settings "
+                            "(an object with system_template, instance_template, ...)")
+            agent = {}
+        if not isinstance(env, dict) or not all(isinstance(k, str) and _ENV_NAME.fullmatch(k) and isinstance(v, str)
+                                                for k, v in env.items()):
+            problems.append(f"info.config.environment.env is {env!r:.200}, expected variable names and string "
+                            "values, e.g. {\"PAGER\": \"cat\"}")
+            env = {}
+        if isinstance(timeout, bool) or not isinstance(timeout, int) or not 0 < timeout <= 86_400:
+            problems.append(f"info.config.environment.timeout is {timeout!r}, expected seconds per command, e.g. 60")
+            timeout = 60
+        if problems:
+            raise ConfigError(f"{source}: the recorded run's settings are unreadable: {'; '.join(problems)}")
+        return cls(version=str(version), agent=dict(agent), env=dict(env), timeout=timeout, replies=replies)
+
+    @property
+    def major(self) -> int:
+        return Version(self.version).major
 
 
 @dataclass(frozen=True)
@@ -49,6 +111,7 @@ class AgentRequest:
     api_key: str = "dummy"
     workdir: str = TESTBED
     step_limit: int = 0
+    recorded: RecordedRun | None = None    # the published run a replay reproduces (its settings apply)
 
     def __post_init__(self) -> None:
         problems = []
@@ -129,6 +192,11 @@ class AgentSpec:
     def package(self) -> str:
         """The agent's own pinned requirement (`name==version`), or "" for a `cmd:` agent."""
         return self.requirements[0] if self.requirements else ""
+
+    @property
+    def version(self) -> Version | None:
+        """The version of the agent's own package, or None for a `cmd:` agent."""
+        return Version(self.package.split("==", 1)[1]) if self.package else None
 
     def with_version(self, version: str) -> AgentSpec:
         """This agent pinned at `version` instead (its own package only)."""

@@ -75,6 +75,7 @@ class Gateway:
         self._clock = clock
         self._model_lock = threading.Lock()
         self._last: tuple[tuple[Message, ...], Message] | None = None
+        self._answered: list[tuple[Usage, str]] = []
 
     @property
     def exhausted(self) -> BudgetSpent | None:
@@ -90,6 +91,10 @@ class Gateway:
         call, so this is the conversation so far (the run's trajectory)."""
         last = self._last
         return [] if last is None else [*last[0], last[1]]
+
+    def answered(self) -> list[tuple[Usage, str]]:
+        """The usage and stop reason of each call the model answered, in order (the run's turns)."""
+        return list(self._answered)
 
     def handle(self, request: HttpRequest) -> HttpResponse:
         """The answer to one request from the sandbox; never raises for anything the request holds."""
@@ -154,6 +159,7 @@ class Gateway:
         response, stop_sequence = _apply_stop(response, call.stop)
         cost = self.meter.add(response.usage, seconds)
         self._last = (call.messages, response.message)
+        self._answered.append((response.usage, response.stop_reason))
         self.log.write(replace(record, status=200, outcome=outcome, response=response.message, usage=response.usage,
                                cost_usd=cost, seconds=seconds))
         return _answer(api, call, response, call.model or self.model_name, stop_sequence)

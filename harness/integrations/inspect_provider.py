@@ -48,6 +48,9 @@ from inspect_ai.util import (
 )
 from pydantic import BaseModel, ConfigDict
 
+# Inspect loads this module (the entry point) to resolve a `harness/NAME`: importing the suite registers its
+# task, solver and scorer under those names (harness/task_suite, ...)
+from harness.integrations import inspect_suite
 from harness.integrations._sandbox import AdapterSandbox, Target, open_for_adapter, sandbox_path
 from sandbox.api import AGENT_UID, WORKDIR
 from sandbox.docker_client import client_or_default
@@ -234,4 +237,4 @@ def _text(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-__all__ = ["HarnessSandboxConfig", "HarnessSandboxEnvironment"]
+__all__ = ["HarnessSandboxConfig", "HarnessSandboxEnvironment", "inspect_suite"]

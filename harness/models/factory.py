@@ -2,7 +2,8 @@
 
 Specs: ``anthropic:MODEL``, ``openai:MODEL``, ``local:NAME`` (a packaged model served on this machine,
 harness.models.local), ``scripted:PATH`` (a file, or a script shipped in harness/data/scripts),
-``gold`` and ``empty`` (reference models for evaluation, need a task), ``replay:DIR`` (a published
+``gold`` and ``empty`` (reference models for evaluation, need a task; a scripted plan gives each
+attempt at a task its own script, `scripted.load_script`), ``replay:DIR`` (a published
 mini-swe-agent trajectory's messages, DIR/<instance_id>.traj.json, harness.models.recorded: only for a
 third-party agent, `for_agent=True`, and with an `instance_id`), and ``auto``: Anthropic when
 ANTHROPIC_API_KEY is set, else OpenAI when OPENAI_API_KEY (or a base URL) is. With
@@ -29,7 +30,7 @@ from harness.models.local import LocalModel, local_spec
 from harness.models.openai import OpenAIModel
 from harness.models.react import ReActModel
 from harness.models.recorded import RecordedModel
-from harness.models.scripted import ScriptedModel
+from harness.models.scripted import load_script
 
 DEFAULT_ANTHROPIC = "claude-sonnet-4-5"
 DEFAULT_OPENAI = "gpt-4.1"
@@ -65,18 +66,19 @@ def tool_format(spec: str, config: Config) -> str:
 
 
 def make_model(spec: str, config: Config, secrets: Secrets, *, task: Task | None = None,
-               instance_id: str | None = None, for_agent: bool = False) -> Model:
+               instance_id: str | None = None, for_agent: bool = False, attempt: int = 1) -> Model:
     """The Model for `spec`, wrapped for ReAct when the tool format (`tool_format`) is "react".
 
     `for_agent`: the model serves a third-party agent through the gateway rather than our own loop
     (only such a model may be `replay:DIR`, which needs `instance_id`, by default the task's id).
+    `attempt`: which attempt at the task this is (`harness eval --epochs`; a scripted plan's choice).
     """
     spec = resolve_auto(spec, config, secrets)
     if spec.startswith("replay:"):
         return _replay(spec, for_agent, instance_id or (task.id if task else None))
     fmt = tool_format(spec, config)
     config = config.replace(model=dataclasses.replace(config.model, tool_format=fmt))
-    model = _make(spec, config, secrets, task)
+    model = _make(spec, config, secrets, task, attempt)
     if fmt == "react" and spec not in ("gold", "empty"):
         return ReActModel(model)
     return model
@@ -85,10 +87,10 @@ def make_model(spec: str, config: Config, secrets: Secrets, *, task: Task | None
 @contextmanager
 def open_model(spec: str, config: Config, secrets: Secrets, *, task: Task | None = None,
                say: Callable[[str], None] = lambda _m: None, instance_id: str | None = None,
-               for_agent: bool = False) -> Iterator[Model]:
+               for_agent: bool = False, attempt: int = 1) -> Iterator[Model]:
     """`make_model` for the length of a `with` block: a local model's server runs only inside it."""
-    with running(make_model(spec, config, secrets, task=task, instance_id=instance_id, for_agent=for_agent),
-                 say) as model:
+    with running(make_model(spec, config, secrets, task=task, instance_id=instance_id, for_agent=for_agent,
+                            attempt=attempt), say) as model:
         yield model
 
 
@@ -106,7 +108,7 @@ def running(model: Model, say: Callable[[str], None] = lambda _m: None) -> Itera
         local.close()
 
 
-def _make(spec: str, config: Config, secrets: Secrets, task: Task | None) -> Model:
+def _make(spec: str, config: Config, secrets: Secrets, task: Task | None, attempt: int) -> Model:
     if spec in ("gold", "empty"):
         return _reference(spec, task)
     provider, sep, name = spec.partition(":")
@@ -114,7 +116,7 @@ def _make(spec: str, config: Config, secrets: Secrets, task: Task | None) -> Mod
         raise ConfigError(f"model spec {spec!r} is not PROVIDER:NAME; expected one of: {EXAMPLES}")
     max_tokens = config.loop.max_tokens_per_response
     if provider == "scripted":
-        return ScriptedModel.from_file(name, name=spec)
+        return load_script(name, name=spec, instance_id=task.id if task else None, attempt=attempt)
     if provider == "anthropic":
         if not secrets.anthropic_api_key:
             raise ConfigError(f"{spec} needs an API key: set ANTHROPIC_API_KEY (e.g. export "

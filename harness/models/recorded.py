@@ -5,7 +5,9 @@
 in order and whatever it is sent, as a text `ModelResponse` with the call's recorded usage. It is for a
 third-party agent run through the gateway (the agent parses each message into its own action), never
 for the harness's own loop, whose tools the recorded text does not call. Running out raises
-`ScriptExhausted`. Read with the standard library only: no mini-swe-agent import.
+`ScriptExhausted`. `info` is the trajectory's `info` as recorded (the agent's version, `mini_version`,
+and the run's settings, `config`), which the runner hands to the replaying agent. Read with the
+standard library only: no mini-swe-agent import.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ class RecordedReply:
     raw: dict[str, Any] | None     # the provider's recorded response, when the file holds it
 
 
-def load_replies(directory: Path | str, instance_id: str) -> tuple[Path, tuple[RecordedReply, ...]]:
-    """The recorded assistant messages of `directory/<instance_id>.traj.json`, in order.
+def load_replies(directory: Path | str, instance_id: str) -> tuple[Path, tuple[RecordedReply, ...], dict[str, Any]]:
+    """The recorded assistant messages of `directory/<instance_id>.traj.json`, in order, and its `info`.
 
     Raises:
         ConfigError: the id cannot name a file, or the file is missing, not JSON, or not a
@@ -49,7 +51,8 @@ def load_replies(directory: Path | str, instance_id: str) -> tuple[Path, tuple[R
         raise ConfigError(f"cannot read the recorded trajectory {path}: {exc}; expected mini-swe-agent's "
                           "published trajectory file (trajectory_format: mini-swe-agent-1), e.g. "
                           "--model replay:trajectories/ with trajectories/django__django-11099.traj.json") from exc
-    return path, parse_replies(data, path)
+    replies = parse_replies(data, path)
+    return path, replies, dict(data["info"]) if isinstance(data.get("info"), dict) else {}
 
 
 def parse_replies(data: object, path: Path) -> tuple[RecordedReply, ...]:
@@ -100,7 +103,7 @@ class RecordedModel:
     """Serves the recorded replies in order, one per call, whatever the messages say."""
 
     def __init__(self, directory: Path | str, instance_id: str, name: str | None = None) -> None:
-        self.path, self.replies = load_replies(directory, instance_id)
+        self.path, self.replies, self.info = load_replies(directory, instance_id)
         self.name = name or f"replay:{directory}"
         self.instance_id = instance_id
         self.served = 0

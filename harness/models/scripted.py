@@ -6,6 +6,15 @@ is optional: `call-<turn>-<n>` is assigned when absent, <turn> counted in the me
 a resumed run gets the ids of an uninterrupted one). A turn may also be an object
 ``{"content": [block, ...], "stop_reason": "max_tokens", "usage": {"input_tokens": 10, ...}}`` to
 replay a cut response or a token count. Running out of turns raises `ScriptExhausted`.
+
+A **plan** gives each attempt at an instance its own script (`harness eval --epochs N`, where the same
+instance is attempted N times), so an evaluation's outcome can differ between epochs::
+
+    {"attempts": {"wordcount": ["wordcount-bash", "give-up"], "cart": ["cart-fix"]},
+     "scripts": {"give-up": {"turns": [[{"type": "text", "text": "I could not find it."}]]}, ...}}
+
+Attempt k at an instance replays the ((k - 1) mod len)-th name of its list: a script of the plan's
+`scripts`, else one shipped in harness/data/scripts (`load_script`).
 """
 
 from __future__ import annotations
@@ -23,6 +32,8 @@ from harness.models.base import ModelResponse, ModelStopReason, Usage
 
 EXAMPLE = '{"turns": [[{"type": "tool_use", "name": "bash", "input": {"command": "ls"}}], ' \
           '[{"type": "text", "text": "done"}]]}'
+PLAN_EXAMPLE = '{"attempts": {"wordcount": ["wordcount-bash", "give-up"]}, "scripts": {"give-up": {"turns": ' \
+               '[[{"type": "text", "text": "I could not find it."}]]}}}'
 
 
 class ScriptedModel:
@@ -38,11 +49,7 @@ class ScriptedModel:
     @classmethod
     def from_file(cls, path: str | Path, name: str | None = None) -> ScriptedModel:
         path = resolve_script(str(path))
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ConfigError(f"cannot read the scripted model file {path}: {exc}; expected JSON like "
-                              f"{EXAMPLE}") from exc
+        data = _read(path)
         if not isinstance(data, dict) or not isinstance(data.get("turns"), list):
             raise ConfigError(f"the scripted model file {path} must hold an object with a \"turns\" list, "
                               f"got {str(data)[:200]!r}; example: {EXAMPLE}")
@@ -71,6 +78,45 @@ class ScriptedModel:
                                  tokens=(usage.input_tokens, usage.output_tokens))
         stop = stop or ("tool_use" if message.tool_uses else "end_turn")
         return ModelResponse(message=message, stop_reason=stop, usage=usage)
+
+
+def load_script(spec: str, *, name: str | None = None, instance_id: str | None = None,
+                attempt: int = 1) -> ScriptedModel:
+    """The model a script file names: the script itself, or, for a plan, the script of `attempt` (1, 2,
+    ...) at `instance_id`. Raises `ConfigError` for a plan without an instance, or one the plan does
+    not name, or a plan that names a script it cannot find."""
+    path = resolve_script(spec)
+    data = _read(path)
+    if not isinstance(data, dict) or "attempts" not in data:
+        return ScriptedModel.from_file(path, name)
+    attempts, scripts = data.get("attempts"), data.get("scripts", {})
+    if not isinstance(attempts, dict) or not isinstance(scripts, dict) or not all(
+            isinstance(v, list) and v and all(isinstance(n, str) for n in v) for v in attempts.values()):
+        raise ConfigError(f"the scripted plan {path}: \"attempts\" must map instance ids to non-empty lists of "
+                          f"script names, and \"scripts\" names to scripts; example: {PLAN_EXAMPLE}")
+    if instance_id is None:
+        raise ConfigError(f"the scripted plan {path} picks a script for each instance and attempt; use it with a "
+                          "task, e.g. harness eval tasks/wordcount --epochs 3 --model scripted:epochs-mixed")
+    if instance_id not in attempts:
+        raise ConfigError(f"the scripted plan {path} names a script for each attempt at {sorted(attempts)}, not at "
+                          f"{instance_id!r}; add it to \"attempts\", e.g. {PLAN_EXAMPLE}")
+    chosen = attempts[instance_id][(attempt - 1) % len(attempts[instance_id])]
+    label = name or f"scripted:{path}"
+    if chosen in scripts:
+        turns = scripts[chosen].get("turns") if isinstance(scripts[chosen], dict) else None
+        if not isinstance(turns, list):
+            raise ConfigError(f"the scripted plan {path}: script {chosen!r} must be an object with a \"turns\" "
+                              f"list; example: {EXAMPLE}")
+        return ScriptedModel(turns, name=label, source=f"{path} (script {chosen!r})")
+    return ScriptedModel.from_file(resolve_script(chosen), label)
+
+
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the scripted model file {path}: {exc}; expected JSON like "
+                          f"{EXAMPLE}") from exc
 
 
 def resolve_script(spec: str) -> Path:

@@ -40,7 +40,7 @@ from harness.approval.queue import ApprovalQueue
 from harness.approval.records import Request as ApprovalRequest
 from harness.approval.records import UnknownRequest
 from harness.errors import ApprovalError, HarnessError
-from harness.web import runs, steps
+from harness.web import calls, runs, steps
 from harness.web.records import Damaged, NotFound, parse_json
 from harness.web.runs import Roots
 from harness.web.sessions import Session, Sessions
@@ -218,6 +218,7 @@ def _routes(console: Console) -> list[Route]:
             c.roots, c.trajectories, _param(r, "ref"), _number(r, "start", 0), _number(r, "limit", runs.STEP_PAGE)))),
         Route("/api/block", _api(lambda r: steps.block_view(
             c.roots, c.trajectories, _param(r, "ref"), _number(r, "line", 0), _number(r, "block", 0)))),
+        Route("/api/calls", _api(lambda r: calls.calls_view(runs.run_folder(c.roots, _param(r, "ref"))))),
         Route("/api/eval", _api(lambda r: runs.eval_view(c.roots, _param(r, "ref")))),
         Route("/api/compare", _api(lambda r: runs.compare_view(c.roots, _param(r, "a"), _param(r, "b")))),
     ]

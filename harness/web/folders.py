@@ -24,6 +24,7 @@ from harness.web.records import NotFound
 
 MAX_DEPTH = 3
 MAX_ENTRIES = 100_000         # entries of one folder looked at (a listing costs memory and time per entry)
+LIVE_SECONDS = 120            # a run or evaluation unfinished but changed this recently is "running"
 
 
 @dataclass

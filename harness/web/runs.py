@@ -20,8 +20,10 @@ import time
 from pathlib import Path
 from typing import Any, TypeVar, get_args
 
-from harness.core.records import DoneRecord, EvalReport, EvalRun, InstanceStatus, Record, SessionResult
-from harness.web.folders import MAX_DEPTH, MAX_ENTRIES, Roots, folder_kind, folder_names, mtime
+from harness.core.comparison import compare_reports
+from harness.core.records import AttemptStats, DoneRecord, EvalReport, EvalRun, InstanceStatus, Record, SessionResult
+from harness.web.folders import LIVE_SECONDS, MAX_DEPTH, MAX_ENTRIES, Roots, folder_kind, folder_names, mtime
+from harness.web.progress import count, eval_progress
 from harness.web.records import (
     TEXT_CAP,
     Damaged,
@@ -35,7 +37,6 @@ from sandbox.text import escape_unsafe
 
 FOLD_LINES = (60, 30)         # a longer text block is sent as its first and last lines, with the count between
 FOLD_CHARS = 60_000           # and one longer than this, whatever its lines, as its head and tail characters
-LIVE_SECONDS = 120            # a run without result.json whose trajectory changed this recently is "running"
 STEP_PAGE = 200
 TEST_OUTPUTS = ("tests.txt", "test_output.txt")
 INSTANCE_STATUSES: tuple[str, ...] = get_args(InstanceStatus)
@@ -47,7 +48,7 @@ R = TypeVar("R", bound=Record)
 __all__ = [
     "CHANGES", "FOLD_CHARS", "FOLD_LINES", "LIVE_SECONDS", "MAX_DEPTH", "MAX_ENTRIES", "STATES", "STATUSES",
     "STEP_PAGE", "Roots", "compare_view", "css_class", "eval_summary", "eval_view", "fold", "folder_kind",
-    "list_runs", "mtime", "read_text", "run_summary", "run_view", "safe_dict", "safe_tree",
+    "list_runs", "mtime", "read_text", "run_folder", "run_summary", "run_view", "safe_dict", "safe_tree",
 ]
 
 
@@ -171,9 +172,10 @@ def run_summary(ref: str, folder: Path) -> dict[str, Any]:
     row: dict[str, Any] = {"ref": ref, "kind": "run", "name": folder.name, "changed": changed}
     if result is not None:
         usage = _dict(result.usage)
-        row.update(task=result.task, model=result.model, stop_reason=result.stop_reason,
+        row.update(task=result.task, model=result.model, agent=result.agent, stop_reason=result.stop_reason,
                    tests_passed=result.tests_passed, turns=result.turns,
-                   tokens={"input": usage.get("input_tokens"), "output": usage.get("output_tokens")},
+                   tokens={"input": usage.get("input_tokens"), "output": usage.get("output_tokens"),
+                           "cache_read": usage.get("cache_read_tokens")},
                    cost_usd=result.cost_usd, seconds=_dict(result.durations).get("total"),
                    finished_at=result.finished_at, state="finished")
     elif record is not None:
@@ -189,11 +191,14 @@ def run_summary(ref: str, folder: Path) -> dict[str, Any]:
 
 
 def eval_summary(ref: str, folder: Path) -> dict[str, Any]:
-    """One line of the runs list for an evaluation: its totals."""
+    """One line of the runs list for an evaluation: its totals, and its progress while unfinished
+    (`harness.web.progress`: done / total attempts, resolved so far, ETA)."""
     problems: list[str] = []
     report = _read(EvalReport, folder, "report.json", problems)
     run = _read(EvalRun, folder, "run.json", problems)
-    row: dict[str, Any] = {"ref": ref, "kind": "eval", "name": folder.name,
+    progress = eval_progress(folder, report, run, time.time())
+    row: dict[str, Any] = {"ref": ref, "kind": "eval", "name": folder.name, "progress": progress,
+                           "epochs": progress["epochs"], "state": progress["state"],
                            "changed": mtime(folder / "report.json") or mtime(folder) or 0.0}
     if run is not None:
         row["model"] = run.settings.model
@@ -201,15 +206,22 @@ def eval_summary(ref: str, folder: Path) -> dict[str, Any]:
         totals = _dict(report.totals)
         tokens = _dict(totals.get("tokens"))
         total = "?" if report.total_instances is None else report.total_instances
-        row.update(model=row.get("model") or report.model_name_or_path,
-                   task=f"{escape_unsafe(str(total))[:40]} instances",
+        epochs = f" x {progress['epochs']} epochs" if progress["epochs"] > 1 else ""
+        row.update(model=row.get("model") or report.model_name_or_path, agent=report.agent,
+                   task=f"{escape_unsafe(str(total))[:40]} instances{epochs}",
                    resolved=report.resolved_instances, total=report.total_instances,
+                   pass_at_1=_attempts(report).pass_at_1,
                    turns=totals.get("turns"), cost_usd=totals.get("cost_usd"), seconds=totals.get("duration"),
-                   tokens={"input": tokens.get("input_tokens"), "output": tokens.get("output_tokens")},
-                   state="finished" if not report.incomplete_instances else "incomplete")
+                   tokens={"input": tokens.get("input_tokens"), "output": tokens.get("output_tokens")})
     else:
-        row.update(task="(no report yet)", state="running")
+        row.update(task=f"{progress['done']} of {progress['total'] or '?'} attempts done",
+                   resolved=0, total=len(run.settings.instances or []) if run is not None else None)
     return _damaged(row, problems)
+
+
+def _attempts(report: EvalReport) -> AttemptStats:
+    """The report's `attempts`, or an empty one when it is not an object (a report read leniently)."""
+    return report.attempts if isinstance(report.attempts, AttemptStats) else AttemptStats()
 
 
 def list_runs(roots: Roots, cut: list[str] | None = None) -> list[dict[str, Any]]:
@@ -230,20 +242,28 @@ def _summary(ref: str, folder: Path, kind: str) -> dict[str, Any]:
 # ---------------------------------------------------------------- one run
 
 
-def run_view(roots: Roots, ref: str) -> dict[str, Any]:
-    """Everything about one run but its steps: result.json, the patch, the test output, attempts. A
-    damaged result.json or record is None here; the summary says why (`damaged`)."""
+def run_folder(roots: Roots, ref: str) -> Path:
+    """The run folder `ref` names; NotFound when it climbs out, crosses a link or is not a run."""
     folder = roots.resolve(ref)
     if folder_kind(folder) != "run":
         raise NotFound(f"{ref!r} is not a run folder (it holds no trajectory.jsonl or result.json)")
+    return folder
+
+
+def run_view(roots: Roots, ref: str) -> dict[str, Any]:
+    """Everything about one run but its steps: result.json, the patch, the test output, attempts. A
+    damaged result.json or record is None here; the summary says why (`damaged`)."""
+    folder = run_folder(roots, ref)
     problems: list[str] = []
     cut: list[str] = []
     names = folder_names(folder, cut, roots.max_entries)
     tests = next((read_text(folder / n) for n in TEST_OUTPUTS if n in names), None)
-    instance = folder.parent.name == "instances" and folder_kind(folder.parent.parent) == "eval"
+    eval_folder = next((f.parent for f in (folder.parent, folder.parent.parent) if f.name == "instances"), None)
+    instance = eval_folder is not None and folder_kind(eval_folder) == "eval"     # an instance, or one of its epochs
     return {"summary": run_summary(ref, folder), "result": safe_tree(_record(folder, "result.json", problems)),
             "patch": read_text(folder / "patch.diff"), "tests": tests,
             "patch_apply": read_text(folder / "patch_apply.txt"), "error": read_text(folder / "error.txt"),
+            "agent_log": read_text(folder / "agent.log"), "calls": "calls.jsonl" in names,
             "record": safe_tree(_record(folder, "done", problems)),
             "attempts": sorted(escape_unsafe(f"{ref}/{n}") for n in names if n.startswith("attempt-")
                                and folder_kind(folder / n) == "run"),
@@ -255,15 +275,15 @@ def run_view(roots: Roots, ref: str) -> dict[str, Any]:
 
 
 def eval_view(roots: Roots, ref: str) -> dict[str, Any]:
-    """An evaluation's report: totals, the per-instance table (with links to each instance's run), the
-    per-repository table and the instance times. A damaged report.json gives no rows; the summary
-    says why (`damaged`)."""
-    folder = roots.resolve(ref)
-    if folder_kind(folder) != "eval":
-        raise NotFound(f"{ref!r} is not an evaluation folder (it holds no run.json with report.json)")
-    problems: list[str] = []
-    report = _read(EvalReport, folder, "report.json", problems) or EvalReport()
+    """An evaluation's report: totals, the per-instance table (with links to each instance's run, and to
+    each epoch's), pass counts and the statistics of the attempts, the per-repository table, the
+    instance times and the progress. A damaged report.json gives no rows; the summary says why
+    (`damaged`); a missing one (no attempt finished yet) gives the progress alone."""
+    folder, report, problems = _evaluation(roots, ref)
     present = folder_names(folder / "instances", problems, roots.max_entries)
+    attempts = _attempts(report)
+    per_instance = _dict(attempts.per_instance)
+    epochs = count(report.epochs) or 1
     rows = []
     for iid, entry in sorted(_dict(report.instances).items()):
         if not isinstance(entry, dict):
@@ -272,18 +292,44 @@ def eval_view(roots: Roots, ref: str) -> dict[str, Any]:
         rows.append({"instance_id": iid, "status": r.status, "repo": r.repo or "(none)",
                      "duration": r.duration, "turns": r.turns, "cost_usd": r.cost_usd,
                      "stop_reason": r.stop_reason, "error": r.error, "flaky": r.flaky,
-                     "run": f"{ref}/instances/{iid}" if iid in present else None})
+                     **_epochs(ref, iid, epochs, per_instance.get(iid), iid in present)})
     incomplete = report.incomplete_ids
     for iid in incomplete if isinstance(incomplete, list) else []:
         if isinstance(iid, str):
             rows.append({"instance_id": iid, "status": "incomplete", "repo": "(none)",
-                         "run": f"{ref}/instances/{iid}" if iid in present else None})
+                         **_epochs(ref, iid, epochs, per_instance.get(iid), iid in present)})
     for row in rows:
         row["status_class"] = css_class(row["status"], STATUSES)
     totals = {k: v for k, v in report.to_dict().items() if k.endswith("_instances") and v is not None}
-    return safe_dict({"summary": eval_summary(ref, folder), "totals": totals,
-                      "model": report.model_name_or_path, "instances": rows,
-                      "repositories": _repositories(rows), "settings": _record(folder, "run.json", problems)})
+    statistics = {k: v for k, v in attempts.to_dict().items() if k not in ("per_instance", "unknown")}
+    return safe_dict({"summary": eval_summary(ref, folder), "totals": totals, "epochs": epochs,
+                      "statistics": statistics, "model": report.model_name_or_path, "agent": report.agent,
+                      "instances": rows, "repositories": _repositories(rows),
+                      "settings": _record(folder, "run.json", problems)})
+
+
+def _evaluation(roots: Roots, ref: str) -> tuple[Path, EvalReport, list[str]]:
+    folder = roots.resolve(ref)
+    if folder_kind(folder) != "eval":
+        raise NotFound(f"{ref!r} is not an evaluation folder (it holds no run.json with report.json)")
+    problems: list[str] = []
+    return folder, _read(EvalReport, folder, "report.json", problems) or EvalReport(), problems
+
+
+def _epochs(ref: str, iid: str, epochs: int, entry: object, present: bool) -> dict[str, Any]:
+    """An instance row's links and pass count: its folder (epoch 1's with several epochs), and each
+    epoch's status and folder."""
+    base = f"{ref}/instances/{iid}" if present else None
+    statuses = _dict(entry).get("statuses")
+    statuses = statuses if isinstance(statuses, list) else []
+    passed, graded = count(_dict(entry).get("passed")), count(_dict(entry).get("graded"))
+    row: dict[str, Any] = {"run": base if epochs == 1 or base is None else f"{base}/epoch-1",
+                           "passes": f"{passed}/{graded}" if passed is not None and graded is not None else None}
+    if epochs > 1:
+        row["epochs"] = [{"epoch": k, "status": status, "status_class": css_class(status, STATUSES),
+                          "run": f"{base}/epoch-{k}" if base and status is not None else None}
+                         for k, status in enumerate(statuses[:epochs], 1)]
+    return row
 
 
 def _repositories(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
@@ -295,20 +341,40 @@ def _repositories(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
 
 
 def compare_view(roots: Roots, a: str, b: str) -> dict[str, Any]:
-    """Two evaluations side by side: each instance's status in both, the ones that flipped first."""
+    """Two evaluations side by side: each instance's status and pass count in both, the ones that
+    changed first, and the difference of pass@1 with its 95% interval (`harness.core.comparison`)."""
+    (_, report_a, _), (_, report_b, _) = _evaluation(roots, a), _evaluation(roots, b)
     left, right = eval_view(roots, a), eval_view(roots, b)
+    comparison = compare_reports(report_a, report_b)
+    statistics = comparison.to_dict() if comparison is not None else None
     by_a = {r["instance_id"]: r for r in left["instances"]}
     by_b = {r["instance_id"]: r for r in right["instances"]}
     rows = []
     for iid in sorted(set(by_a) | set(by_b)):
-        sa, sb = (by_a.get(iid) or {}).get("status"), (by_b.get(iid) or {}).get("status")
-        was, now = sa == "resolved", sb == "resolved"
-        change = ("fixed" if now and not was else "broken" if was and not now
-                  else "same" if sa == sb else "changed")
-        rows.append({"instance_id": iid, "a": sa, "b": sb, "change": change,
-                     "a_class": css_class(sa, STATUSES), "b_class": css_class(sb, STATUSES),
-                     "run_a": (by_a.get(iid) or {}).get("run"), "run_b": (by_b.get(iid) or {}).get("run")})
+        ra, rb = by_a.get(iid) or {}, by_b.get(iid) or {}
+        change = _change(ra, rb)
+        rows.append({"instance_id": iid, "a": ra.get("status"), "b": rb.get("status"), "change": change,
+                     "passes_a": ra.get("passes"), "passes_b": rb.get("passes"),
+                     "a_class": css_class(ra.get("status"), STATUSES), "b_class": css_class(rb.get("status"), STATUSES),
+                     "run_a": ra.get("run"), "run_b": rb.get("run")})
     order = {"broken": 0, "fixed": 1, "changed": 2, "same": 3}
     rows.sort(key=lambda r: (order[r["change"]], r["instance_id"]))
     counts = {k: sum(1 for r in rows if r["change"] == k) for k in order}
-    return {"a": left["summary"], "b": right["summary"], "rows": rows, "counts": counts}
+    return {"a": left["summary"], "b": right["summary"], "rows": rows, "counts": counts,
+            "statistics": safe_tree(statistics)}
+
+
+def _change(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """fixed / broken: the pass rate rose / fell (a single attempt's: resolved in B / in A only); same:
+    the same rate and status (epoch 1's); changed: anything else. An instance not graded counts 0."""
+    rate_a, rate_b = _rate(a), _rate(b)
+    if rate_a != rate_b:
+        return "fixed" if rate_b > rate_a else "broken"
+    return "same" if a.get("status") == b.get("status") else "changed"
+
+
+def _rate(row: dict[str, Any]) -> float:
+    passed, _, graded = str(row.get("passes") or "").partition("/")
+    if passed.isdigit() and graded.isdigit() and int(graded) > 0:
+        return int(passed) / int(graded)
+    return 1.0 if row.get("status") == "resolved" else 0.0

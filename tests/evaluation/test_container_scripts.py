@@ -4,11 +4,13 @@ and markers the host uses (`harness.environments.recipe`), which the Dockerfiles
 from __future__ import annotations
 
 import importlib
+import importlib.metadata as metadata
 import re
 import sys
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 from harness import container_scripts
 from harness.container_scripts import grading_record, instance_build, layer_diff, script_text, venv_link
@@ -22,7 +24,7 @@ def test_every_script_the_map_names_is_shipped_and_read() -> None:
     table = [line.split()[0] for line in (container_scripts.__doc__ or "").splitlines() if line.startswith("    ")]
     named = {name.rstrip(",") for name in table if name.endswith((".py", ".sh", ".sh,", ".py,"))}
     present = {p.name for p in FOLDER.iterdir() if p.suffix in (".py", ".sh") and p.name != "__init__.py"}
-    assert named == present and len(present) == 10
+    assert named == present and len(present) == 13
     for name in present:
         assert script_text(name) == (FOLDER / name).read_text(encoding="utf-8")
     with pytest.raises(FileNotFoundError):
@@ -45,8 +47,8 @@ def test_the_scripts_name_the_hosts_paths_and_markers() -> None:
         assert set(re.findall(r"/opt/harness/[\w-]+", text)) <= {recipe.VENV, recipe.ENV_DIR, recipe.INSTANCE_DIR,
                                                                    recipe.OVERLAY}, name
     assert recipe.FAILED_SDISTS in scripts["build-sdists.sh"]
-    assert all(f"{recipe.ENV_DIR}/{name}" in recipe.env_dockerfile(sdists=True, labels={}) or name ==
-               "link-scripts.sh" for name in recipe.VENV_SCRIPTS)
+    dockerfiles = recipe.env_dockerfile(sdists=True, labels={}) + recipe.sdist_dockerfile({})
+    assert all(f"{recipe.ENV_DIR}/{name}" in dockerfiles or name == "link-scripts.sh" for name in recipe.VENV_SCRIPTS)
 
 
 def test_importing_the_scripts_on_the_host_runs_nothing(tmp_path: Path) -> None:
@@ -55,3 +57,75 @@ def test_importing_the_scripts_on_the_host_runs_nothing(tmp_path: Path) -> None:
         importlib.reload(module)
     assert sys.path == path and not Path(layer_diff.BEFORE).exists()
     assert not venv_link.through_venv_link()     # the host's interpreter is no link into /opt/harness/venv
+
+
+def _wheelhouse(folder: Path, files: dict[str, str]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, version in files.items():
+        (folder / f"{name.replace('-', '_')}-{version}-py3-none-any.whl").write_bytes(b"")   # a wheel's own spelling
+
+
+def test_the_build_isolation_is_left_out_only_when_it_would_install_what_the_venv_holds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The instance build drops pip's isolated build environment (`PIP_NO_BUILD_ISOLATION=0`) only when
+    each build requirement, and each of their requirements, is installed at the newest version the
+    wheelhouse has for it: the build then sees the same packages. Run here against this interpreter's
+    installed packages (jsonschema and what it requires, read from their metadata)."""
+    work, wheels = tmp_path / "work", tmp_path / "wheels"
+    work.mkdir()
+    monkeypatch.setattr(instance_build, "WORK", str(work))
+    monkeypatch.setattr(instance_build, "WHEELS", str(wheels))
+    closure: dict[str, str] = {}
+    todo = ["jsonschema"]
+    while todo:
+        requirement = Requirement(todo.pop())
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+            continue
+        name = re.sub(r"[-_.]+", "-", requirement.name).lower()
+        if name not in closure:
+            closure[name] = metadata.version(name)
+            todo += metadata.requires(name) or []
+    assert len(closure) >= 4, closure        # jsonschema, attrs, referencing, rpds-py, ...
+    differs = instance_build.isolation_differs
+    assert differs() == "no pyproject.toml: pip does not isolate this build"
+    (work / "pyproject.toml").write_text('[build-system]\nrequires = ["jsonschema>=4", "pywin32; sys_platform == '
+                                         '\'win32\'"]\nbuild-backend = "backend"\n')
+    _wheelhouse(wheels, closure)
+    (wheels / "jsonschema-1.0.tar.gz").write_bytes(b"")             # an older sdist: not the one taken
+    assert differs() is None
+    last = sorted(closure)[-1]
+    newer = closure[last] + ".post99"
+    _wheelhouse(wheels, {last: newer})       # the isolated build would take a newer one of a requirement's requirement
+    assert differs() == f"{last}: the venv holds {closure[last]}, the isolated build would take {newer}"
+    for version in (newer, closure[last]):
+        (wheels / f"{last.replace('-', '_')}-{version}-py3-none-any.whl").unlink()
+    assert differs() == f"{last}: the venv holds {closure[last]}, the isolated build would take none"
+    _wheelhouse(wheels, {last: closure[last]})
+    assert differs() is None
+    (work / "pyproject.toml").write_text('[build-system]\nrequires = ["jsonschema>=4", "no-such-dist-here"]\n'
+                                         'build-backend = "backend"\n')
+    assert differs() == "no-such-dist-here is a build requirement the venv does not hold"
+    (work / "pyproject.toml").write_text('[project]\nname = "x"\n')      # pip's default: setuptools and wheel
+    assert differs() is not None and ("setuptools" in differs() or "wheel" in differs())   # type: ignore[operator]
+    (work / "pyproject.toml").write_text("[build-system\n")
+    assert differs() == "pyproject.toml could not be read here"
+
+
+def test_pyproject_is_read_without_tomllib_through_pips_vendored_parser(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A venv of Python 3.9 or 3.10 has no tomllib: pip's vendored tomli (pip 21.2 on) or toml (before)
+    reads pyproject.toml (pytest 4.5's build on pip 20.3.3 had said "pyproject.toml could not be read")."""
+    (tmp_path / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=40.8"]\n')
+    real = importlib.import_module
+    asked: list[str] = []
+
+    def without_tomllib(name: str, package: str | None = None) -> object:
+        asked.append(name)
+        if name == "tomllib":
+            raise ImportError(name)
+        return real(name, package)
+
+    monkeypatch.setattr(instance_build.importlib, "import_module", without_tomllib)
+    assert instance_build._pyproject(str(tmp_path / "pyproject.toml")) == {
+        "build-system": {"requires": ["setuptools>=40.8"]}}
+    assert asked == ["tomllib", "pip._vendor.tomli"]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from harness.core.task import load_task
 from harness.environments import env_hash
+from harness.environments.recipe import INSTALL_FAILED
 from harness.environments.wheelhouse import applicable, missing_dependencies
 from harness.evaluation.instance_files import Prediction
 from harness.evaluation.options import EvalOptions
@@ -66,7 +67,7 @@ def _src_layout_task(root: Path, install_cmd: str) -> Path:
 
 def test_install_cmd_installs_the_project_and_a_failed_build_is_an_infrastructure_error(
         tmp_path, docker_client, config_and_secrets):
-    good = load_task(_src_layout_task(tmp_path / "greet", "pip install --no-deps --no-build-isolation -e ."))
+    good = load_task(_src_layout_task(tmp_path / "greet", "pip install --no-deps -e ."))
     bad = load_task(_src_layout_task(tmp_path / "greet-broken", "echo 'cannot build this' >&2; exit 3"))
     tasks = [good, bad]
     config, secrets = config_and_secrets
@@ -75,6 +76,9 @@ def test_install_cmd_installs_the_project_and_a_failed_build_is_an_infrastructur
     assert report.resolved_ids == ["greet"]
     assert report.error_ids == ["greet-broken"] and report.unresolved_ids == []
     error = report.instances["greet-broken"]["error"]
-    assert error.startswith("environment: EnvironmentBuildError: building harness-env:")
-    assert "returned a non-zero code: 3" in error
+    # a task that installs its project gets a venv environment (shared by both: one lock) and an instance layer
+    assert error.startswith("environment: EnvironmentBuildError: building harness-env:inst-")
+    assert INSTALL_FAILED in error and "on harness-env:venv-" in error
+    # the venv holds setuptools and wheel as the wheelhouse has them: pip's isolated build is left out
+    assert "build isolation: off (the venv holds every build requirement" in error
     assert "cannot build this" in (tmp_path / "out" / "instances" / "greet-broken" / "error.txt").read_text()

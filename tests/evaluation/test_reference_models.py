@@ -36,6 +36,7 @@ def test_gold_resolves_every_shipped_task_and_empty_resolves_none(tmp_path, dock
     gold = _evaluate("gold", tmp_path / "gold", config_and_secrets, pool=1, events=events)
     assert gold["error_ids"] == [], gold["instances"]
     assert gold["resolved_ids"] == gold["submitted_ids"]
+    assert {i: e["tests_resolved"] for i, e in gold["instances"].items()} == dict.fromkeys(gold["submitted_ids"], True)
     assert len(gold["submitted_ids"]) >= 7
     n = 2 * len(gold["submitted_ids"])
     assert f"warm pool: {n} of {n} sandbox(es) taken from the pool, 0 started on demand, 0 started ahead " \
@@ -46,6 +47,9 @@ def test_gold_resolves_every_shipped_task_and_empty_resolves_none(tmp_path, dock
     assert empty["error_ids"] == [], empty["instances"]
     assert empty["resolved_ids"] == []
     assert empty["empty_patch_ids"] == empty["submitted_ids"]
+    # report.json keeps the tests' verdict on each empty patch (a row whose tests pass unpatched shows there)
+    verdicts = {i: e["tests_resolved"] for i, e in empty["instances"].items()}
+    assert verdicts == dict.fromkeys(empty["submitted_ids"], False)
     for iid in empty["submitted_ids"]:   # the tests really ran at the base state, and failed there
         report = (tmp_path / "empty" / "instances" / iid / "report.json").read_text()
         assert '"resolved": false' in report and '"FAIL_TO_PASS"' in report

@@ -18,12 +18,13 @@ from harness.core.task import Environment, Task
 from harness.environments.declarations import Declarations, read_declarations
 from harness.environments.errors import EnvironmentBuildError, EnvironmentUnsupported
 from harness.environments.instance_image import _on_another_interpreter
+from harness.environments.own_version import TreeVersion, tree_version
 from harness.environments.recipe_pins import build_only_wheels, forward_or_leave_out, resolved_pins
 from harness.environments.resolution import ResolveError, exclude_newer
 from harness.environments.resolver import resolve, resolve_tree, run_uv, uv_binary
 from harness.environments.wheelhouse import WheelhouseError
 from harness.evaluation import swebench
-from tests.approval.helpers import CountingServer
+from tests.approval.helpers import CountingServer, make_wheel
 from tests.evaluation.conftest import SWEBENCH_DATA
 from tests.evaluation.hostile_index import evil_sdist
 
@@ -333,6 +334,13 @@ def test_an_exact_pin_newer_than_the_date_with_only_an_sdist_gets_a_stand_in(tmp
         resolve(["atomicwrites>=1.4.1"], "3.9", "2019-10-01", cache=tmp_path)
 
 
+def test_an_exact_pin_with_only_an_sdist_gets_a_stand_in_though_later_releases_have_wheels(tmp_path: Path) -> None:
+    # astropy 1.3's recipe pins pytest-astropy 0.2.1 (sdist only); its releases from 0.3 on have wheels
+    result = resolve(["pytest-astropy"], "3.9", "2021-05-28", pins=["pytest-astropy==0.2.1"], cache=tmp_path)
+    assert "pytest-astropy==0.2.1" in result.pins
+    assert [(s.name, s.version) for s in result.sdist_only] == [("pytest-astropy", "0.2.1")]
+
+
 def test_an_exact_pin_without_a_wheel_for_the_target_takes_the_first_of_its_series_with_one(tmp_path: Path) -> None:
     # scikit-learn 0.2x's recipe pins numpy 1.19.2 (made for Python 3.6); its first cp39 wheel is 1.19.3
     said: list[str] = []
@@ -476,3 +484,73 @@ def test_a_project_that_does_not_import_on_the_stand_in_interpreter_is_unsupport
     if unsupported:
         assert "does not import on Python 3.9, the nearest interpreter available offline to the 3.6" in str(judged)
         assert "TypeError: an integer is required" in str(judged) and "cloudpickle.py" in str(judged)
+
+
+def _serve_releases(index: CountingServer, name: str, releases: list[tuple[str, str, list[str]]]) -> None:
+    """Serve wheels of `name` (version, upload time, Requires-Dist) on a PEP 691 page of `index`."""
+    files = []
+    for version, uploaded, requires in releases:
+        data = make_wheel(name.replace("-", "_"), version, requires=tuple(requires))
+        filename = f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
+        metadata = "".join(f"{key}: {value}\n" for key, value in [
+            ("Metadata-Version", "2.1"), ("Name", name), ("Version", version),
+            *[("Requires-Dist", r) for r in requires]]).encode()
+        index.routes[f"/files/{filename}"] = ("application/octet-stream", data)
+        index.routes[f"/files/{filename}.metadata"] = ("text/plain", metadata)     # PEP 658: read without HEAD
+        files.append({"filename": filename, "url": index.url(f"/files/{filename}"), "upload-time": uploaded,
+                      "hashes": {"sha256": hashlib.sha256(data).hexdigest()},
+                      "core-metadata": {"sha256": hashlib.sha256(metadata).hexdigest()}})
+    page = {"meta": {"api-version": "1.1"}, "name": name, "files": files}
+    index.routes[f"/simple/{name}/"] = ("application/vnd.pypi.simple.v1+json", json.dumps(page).encode())
+
+
+def test_a_dependency_requiring_a_newer_release_of_the_project_itself_is_not_chosen(tmp_path: Path) -> None:
+    # Sphinx 4.0's plugins: applehelp 1.0.7 requires Sphinx>=5; pip, with the project installed from its
+    # tree, takes an older plugin. The tree says 1.4.dev0, the release it precedes is 1.4.
+    root = tree(tmp_path / "acme", {
+        "setup.py": "import acme\nfrom setuptools import setup\n"
+                    "setup(name='Acme', version=acme.__version__, install_requires=['acme-plugin'])\n",
+        "acme/__init__.py": "__version__ = '1.4.dev0'\nif True:\n    __version__ = 'computed'\n"})
+    own = tree_version(root)
+    assert own == TreeVersion("acme", "1.4.dev0", "1.4", "setup.py version=acme.__version__ (acme/__init__.py)")
+    with CountingServer() as index:
+        _serve_releases(index, "acme", [("2.0", "2020-06-01T00:00:00Z", [])])
+        _serve_releases(index, "acme-plugin", [("1.0", "2020-01-01T00:00:00Z", ["acme>=1.0"]),
+                                               ("2.0", "2020-06-01T00:00:00Z", ["acme>=2.0"])])
+        requirements = read_declarations(root).texts()
+        found = resolve(requirements, "3.9", "2020-12-31", project=own.pin(), index_url=index.url("/simple"),
+                        cache=tmp_path / "cache")
+        # the control: without the project's version the newer plugin is taken, with the index's acme 2.0
+        blind = resolve(requirements, "3.9", "2020-12-31", index_url=index.url("/simple"), cache=tmp_path / "cache")
+    assert requirements == ["acme-plugin"]
+    assert found.pins == ("acme-plugin==1.0",) and found.project == "acme==1.4"
+    assert blind.pins == ("acme-plugin==2.0", "acme==2.0") and blind.project == ""
+
+
+def test_the_projects_own_version_is_read_statically_and_maps_to_a_release(tmp_path: Path) -> None:
+    trees: dict[str, tuple[dict[str, str], tuple[str, str, str] | None]] = {
+        "pyproject": ({"pyproject.toml": '[project]\nname = "a"\nversion = "2.1rc1"\n'},
+                      ("2.1rc1", "2.1", "pyproject.toml [project] version")),
+        "cfg-attr": ({"setup.cfg": "[metadata]\nname = a\nversion = attr: a.version.VERSION\n",
+                      "src/a/version.py": "VERSION: str = '0.9.post2'\n"},
+                     ("0.9.post2", "0.9", "setup.cfg [metadata] version (src/a/version.py)")),
+        "cfg-file": ({"setup.cfg": "[metadata]\nname = a\nversion = file: VERSION.txt\n", "VERSION.txt": "3.0.1\n"},
+                     ("3.0.1", "3.0.1", "setup.cfg [metadata] version (VERSION.txt)")),
+        "sphinx": ({"setup.py": "import sphinx\nsetup(name='Sphinx', version=sphinx.__version__)\n",
+                    "sphinx/__init__.py": "__version__ = '4.0.3+'\n"},
+                   ("4.0.3+", "4.0.3", "setup.py version=sphinx.__version__ (sphinx/__init__.py)")),
+        "flit": ({"pyproject.toml": '[build-system]\nbuild-backend = "flit_core.buildapi"\n[project]\nname = "Sphinx"\n'
+                                    'dynamic = ["version"]\n[tool.flit.module]\nname = "sphinx"\n',
+                  "sphinx/__init__.py": "__version__ = '7.1.2'\n"},
+                 ("7.1.2", "7.1.2", "pyproject.toml (flit) (sphinx/__init__.py)")),
+        "scm": ({"pyproject.toml": '[project]\nname = "a"\ndynamic = ["version"]\n[tool.setuptools_scm]\n'}, None),
+        "computed": ({"setup.py": "setup(name='a', version=get_version())\n"}, None),
+        "placeholder": ({"setup.py": "setup(name='a', version='0.0.0')\n"}, None),
+        "not-a-version": ({"setup.py": "setup(name='a', version='1.0\\n--index-url http://x')\n"}, None),
+        "outside": ({"setup.cfg": "[metadata]\nname = a\nversion = file: ../../etc/hostname\n"}, None),
+        "no-name": ({"setup.py": "setup(version='1.0')\n"}, None),
+    }
+    for label, (files, expected) in trees.items():
+        root = tree(tmp_path / label, files)
+        found = tree_version(root)
+        assert (None if found is None else (found.declared, found.release, found.origin)) == expected, label

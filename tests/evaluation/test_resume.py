@@ -3,6 +3,7 @@ nothing is lost or written twice; Ctrl-C removes every container of the run."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -64,6 +65,26 @@ def test_resume_refuses_another_model(tmp_path, docker_client, config_and_secret
     with pytest.raises(ConfigError, match="was run with model 'gold', not 'empty'"):
         run_evaluation(tasks, EvalOptions(out_dir=out, model="empty", resume=True, labels=TEST_LABELS),
                        config, secrets)
+
+
+def test_resume_refuses_another_agent(tmp_path, docker_client, config_and_secrets):
+    """A run of the harness's own loop is not continued by a third-party agent, nor the other way round
+    (report.json would mix two agents' attempts)."""
+    config, secrets = config_and_secrets
+    tasks, preds = _gold(["wordcount"])
+    out = tmp_path / "out"
+    run_evaluation(tasks, EvalOptions(out_dir=out, labels=TEST_LABELS), config, secrets, predictions=preds)
+    settings = json.loads((out / "run.json").read_text())["settings"]
+    assert settings["agent"] == ""
+    tiny = config.replace(loop=dataclasses.replace(config.loop, agent="tiny"))
+    with pytest.raises(ConfigError, match="was run by the harness's own loop, not by the agent 'tiny'; resume "
+                                          "with no --agent"):
+        run_evaluation(tasks, EvalOptions(out_dir=out, model="gold", resume=True, labels=TEST_LABELS), tiny, secrets)
+    settings["agent"] = "tiny"
+    (out / "run.json").write_text(json.dumps({**json.loads((out / "run.json").read_text()), "settings": settings}))
+    with pytest.raises(ConfigError, match="was run by the agent 'tiny', not by the harness's own loop; resume "
+                                          "with --agent tiny"):
+        run_evaluation(tasks, EvalOptions(out_dir=out, model="gold", resume=True, labels=TEST_LABELS), config, secrets)
 
 
 def _containers(docker_client, run_label: str) -> list[str]:  # type: ignore[no-untyped-def]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -197,3 +198,40 @@ def test_a_half_written_record_is_not_taken_as_finished(tmp_path: Path, docker_c
     assert report.resolved_ids == ["cart", "wordcount"]
     assert json.loads(cut.read_text())["status"] == "resolved" and not (cut.parent / ".done.tmp").exists()
     assert done_stamps(out)["wordcount"] == kept
+
+
+def test_a_second_ctrl_c_ends_the_run_while_an_environment_is_still_building(tmp_path: Path,
+                                                                             docker_client: Any) -> None:
+    """A worker blocked in a build that runs for minutes (the task's install sleeps) does not keep the
+    cancelled run alive: it exits 130 within the cancel's wait and a short grace, and the build's
+    process, containers and the run's host processes are gone with it."""
+    task = tmp_path / "slowbuild"
+    shutil.copytree(TASKS / "wordcount", task)
+    meta = json.loads((task / "task.json").read_text())
+    pause = f"{3000 + os.getpid() % 997}.{len(tmp_path.name)}"      # this test's own sleep, found by its argument
+    meta.update(id="slowbuild", install_cmd=f"sleep {pause}")
+    (task / "task.json").write_text(json.dumps(meta))
+    out, label = tmp_path / "out", f"slowbuild-{os.getpid()}"
+    proc = start([sys.executable, "-m", "harness.cli.main", "eval", str(task), "--model", "gold", "--out", str(out),
+                  "--label", "harness.test=1", "--label", f"eval.test.run={label}"])
+
+    def sleeping() -> bool:
+        return subprocess.run(["pgrep", "-f", f"^sleep {pause}"], capture_output=True).returncode == 0
+
+    wait_for(sleeping, proc, timeout=900)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    stopped = time.monotonic()
+    _, err = proc.communicate(timeout=120)      # the cancel waits 30 s for its workers, then 5 s of grace
+    waited = time.monotonic() - stopped
+    assert proc.returncode == 130, err
+    assert "stopped: cancelled the running instances" in err and "still blocked; ending them" in err, err
+    assert waited < 90, f"{waited:.0f} s after the second Ctrl-C"
+    deadline = time.monotonic() + 30
+    while sleeping() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not sleeping(), "the build's process outlived the run"
+    assert containers(docker_client, label) == [] and processes(out) == []
+    report = json.loads((out / "report.json").read_text())
+    assert report["incomplete_ids"] == ["slowbuild"]

@@ -23,14 +23,17 @@ from harness.environments import (
     EnvironmentUnsupported,
     ensure_task_image,
     ensure_venv_image,
+    environment_lock,
     sandbox_image,
 )
+from harness.environments.lock import lock_from_text, shipped_locks
 from harness.environments.recipe import INSTALL_FAILED, env_lines, system_packages, unsupported
+from harness.environments.sdist_image import ensure_sdists_image, sdists_tag
 from harness.environments.tags import KIND_LABEL
 from sandbox.api import SandboxSpec
 from sandbox.docker_sandbox import DockerSandbox
-from sandbox.images import BASE_LABEL, ensure_image, prune
-from tests.evaluation.conftest import SWEBENCH_DATA
+from sandbox.images import BASE_LABEL, ensure_image, image_exists, prune
+from tests.evaluation.conftest import SWEBENCH_DATA, TEST_LABELS
 
 SWEBENCH = SWEBENCH_DATA
 INSTALL = "python -m pip install -e ."
@@ -69,29 +72,41 @@ def box(docker_client: docker.DockerClient) -> Iterator[object]:
         sandbox.close()
 
 
-def _timed(task: Task, base: str, client: docker.DockerClient) -> tuple[str, str, float, float]:
+def _timed(task: Task, base: str, client: docker.DockerClient,
+           said: list[str] | None = None) -> tuple[str, str, float, float]:
+    progress = said.append if said is not None else (lambda _: None)
     started = time.monotonic()
-    env_tag = ensure_venv_image(task, base, client=client)
+    env_tag = ensure_venv_image(task, base, client=client, progress=progress)
     middle = time.monotonic()
-    tag = ensure_task_image(task, base, client=client)
+    tag = ensure_task_image(task, base, client=client, env_tag=env_tag, progress=progress)
     return env_tag, tag, middle - started, time.monotonic() - middle
 
 
-def test_django_instances_share_one_environment_and_run_their_tests(tmp_path, docker_client, base39, box):
+def _builds(said: list[str], kind: str) -> int:
+    return sum(1 for line in said if line.startswith(f"building {kind} "))
+
+
+def test_django_instances_share_one_environment_and_run_their_tests(tmp_path, docker_client, base39, box, request):
     repo = _source("django__django-11099", tmp_path)
+    (repo / "RUN.txt").write_text(uuid.uuid4().hex)   # this run's own instance images, whatever the daemon holds
     env = Environment(key="django/django 3.0", python_requested="3.6", as_of="2019-03-20T03:46:18Z",
                       test_env=(("DJANGO_TEST_MARK", 'a "quoted" $value'),))
     first = _task("django__django-11099", repo, env, "3.0")
-    env_tag, tag, env_time, inst_time = _timed(first, base39, docker_client)
+    said: list[str] = []
+    env_tag, tag, env_time, inst_time = _timed(first, base39, docker_client, said)
     print(f"\ndjango 3.0: environment {env_tag} {env_time:.1f}s, instance {tag} {inst_time:.1f}s")
+    assert _builds(said, "instance") == 1     # (the environment image may exist from an earlier run)
+    request.addfinalizer(lambda: docker_client.images.remove(tag, force=True))
 
     other = tmp_path / "other" / "django"
     shutil.copytree(repo, other)
     (other / "NOTE.txt").write_text("a second instance of the same version\n")
     second = dataclasses.replace(first, id="django-second", repo_dir=other)
-    env_tag2, tag2, env_time2, inst_time2 = _timed(second, base39, docker_client)
+    again: list[str] = []
+    env_tag2, tag2, env_time2, inst_time2 = _timed(second, base39, docker_client, again)
     print(f"second instance: environment {env_time2:.1f}s (reused), instance {inst_time2:.1f}s")
     assert env_tag2 == env_tag and tag2 != tag
+    assert (_builds(again, "environment"), _builds(again, "instance")) == (0, 1), again   # no environment build
     labels = docker_client.images.get(tag2).labels
     assert labels[KIND_LABEL] == "instance" and labels[BASE_LABEL] == base39
     assert docker_client.images.get(env_tag).labels[KIND_LABEL] == "environment"
@@ -99,6 +114,7 @@ def test_django_instances_share_one_environment_and_run_their_tests(tmp_path, do
     instance_layers = docker_client.images.get(tag2).attrs["RootFS"]["Layers"]
     assert instance_layers[:-1] == env_layers                      # one layer over the environment's
     print(f"instance layer: {docker_client.images.get(tag2).history()[0]['Size'] / 1e6:.1f} MB")
+    docker_client.images.remove(tag2)
 
     sandbox = box(tag, repo)
     probe = sandbox.exec('cd / && python -c "import django, sys; print(django.__file__, sys.prefix)" && '
@@ -181,13 +197,25 @@ def test_setup_py_runs_only_in_the_network_less_build_and_a_failed_install_is_a_
     assert INSTALL_FAILED in str(caught.value) and "cannot build this" in str(caught.value)
 
 
-def test_an_sdist_only_dependency_is_built_offline_and_installed(tmp_path, docker_client, base39, box):
+def test_an_sdist_only_dependency_is_built_offline_and_no_remembered_failure_changes_its_lock(
+        tmp_path, monkeypatch, docker_client, base39, box):
     repo = tmp_path / "needs-markupsafe"
     (repo / "app").mkdir(parents=True)
     (repo / "app" / "__init__.py").write_text("import markupsafe\n")
-    (repo / "requirements.txt").write_text("markupsafe==1.1.1\n")   # no wheel for 3.9: built from its sdist
+    (repo / "requirements.txt").write_text("markupsafe<2\n")   # 1.1.1 of 2019 has no wheel for 3.9: its sdist
     env = Environment(key="markupsafe sdist", python_requested="3.9", as_of="2019-06-01")
-    tag = ensure_task_image(_task("sdist", repo, env, "0.1", install=""), base39, client=docker_client)
+    task = _task("sdist", repo, env, "0.1", install="")
+    locks = []
+    for cache in ("clean", "seen-failures"):
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / cache))
+        if cache == "seen-failures":   # what earlier versions of the harness remembered from other environments
+            (tmp_path / cache / "harness" / "resolutions").mkdir(parents=True)
+            (tmp_path / cache / "harness" / "resolutions" / "failed-sdists.json").write_text('{"3.9": ["markupsafe"]}')
+        locks.append(environment_lock(task, base39, client=docker_client))
+    assert locks[0].text() == locks[1].text()
+    assert [(f.name, f.version, f.kind) for f in locks[0].packages] == [("markupsafe", "1.1.1", "sdist")]
+    assert locks[0].outcome.sdists_failed == () and locks[0].outcome.forward == ()   # it built: nothing moved
+    tag = ensure_task_image(task, base39, client=docker_client)
     sandbox = box(tag, repo)
     probe = sandbox.exec("python -c 'import app, markupsafe; print(markupsafe.__version__)'", timeout=60)
     assert (probe.exit_code, probe.stdout.text.strip()) == (0, "1.1.1"), probe.stderr.text
@@ -284,3 +312,24 @@ def test_prune_removes_a_stale_environment_and_its_instance_images_in_one_pass(d
                 docker_client.images.remove(tag)
             except docker.errors.NotFound:
                 pass
+
+
+def test_an_sdist_that_breaks_beside_the_venvs_packages_is_built_with_its_build_requirements_alone(
+        docker_client, base39):
+    """pytest 4.5's lock: atomicwrites 1.4.1 (an sdist only) fails `setup.py egg_info` in the venv beside
+    the lock's importlib_metadata 0.17, which setuptools' vendored one meets ("'str' object has no
+    attribute 'name'"), so no lock of pytest 4.5 could be made. Built again in pip's isolated build
+    environment (its build requirements alone, from the wheelhouse), it builds."""
+    lock = lock_from_text((shipped_locks() / "pytest-dev__pytest" / "4.5-py3.9-x86_64.json").read_text(), "4.5")
+    assert [f.filename for f in lock.sdists()] == ["atomicwrites-1.4.1.tar.gz"]
+    assert any(f.name == "importlib-metadata" and f.version == "0.17" for f in lock.packages)
+    tag = sdists_tag(lock, base39)
+    existed = image_exists(docker_client, tag)
+    try:
+        assert ensure_sdists_image(lock, base39, client=docker_client, task_id="pytest-dev__pytest-5103") == tag
+        built = docker_client.containers.run(tag, ["ls", "/opt/harness/env/built"], remove=True,
+                                             network_disabled=True, labels=TEST_LABELS).decode()
+        assert built.startswith("atomicwrites-1.4.1-") and built.strip().endswith(".whl"), built
+    finally:
+        if not existed:
+            docker_client.images.remove(tag, force=True)

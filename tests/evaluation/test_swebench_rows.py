@@ -48,6 +48,8 @@ def test_a_django_row_gets_runtests_labels_the_django_parser_and_python_3_9() ->
     env = task.environment
     assert env is not None and env.key == "django/django 3.0 py3.9" and env.python_requested == "3.6"
     assert env.as_of == "2019-03-20" and env.package_files == ("tests/requirements/py3.txt",)
+    # one lock per version: the version's environment_setup_commit dates it, the row's date is the fallback
+    assert env.version_of == ("django/django", "3.0") and env.setup_commit == "419a78300f7cd27611196e1e464d50fd0385ff27"
     assert dict(env.test_env) == {"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}      # the offline locale
     assert (task.repo_dir / "tests" / "runtests.py").is_file()
 
@@ -94,7 +96,9 @@ def test_fields_on_the_row_override_the_specification(tmp_path: Path) -> None:
                                              "requirements": ["pluggy==0.13.1"], "install_cmd": "true"}
     [task] = load_instances(_write(tmp_path, row), REPOS)
     assert (task.test_cmd, task.python, task.install_cmd) == ("python -m pytest -rA testing", "3.11", "true")
-    assert task.environment is None and task.log_parser == "pytest"    # pinned by hand: no resolution
+    assert task.log_parser == "pytest"
+    env = task.environment       # pinned by hand: a venv of the row's own pins, not the version's lock
+    assert env is not None and env.version_of is None and env.pins == ("pluggy==0.13.1",) and not env.requirements
 
 
 def test_an_unknown_version_names_the_known_ones_and_the_hand_fields(tmp_path: Path) -> None:

@@ -3,14 +3,32 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import tomllib
+from pathlib import Path
 
 import pytest
 import yaml  # type: ignore[import-untyped]
 
 from harness.errors import ConfigError
-from harness.external import CATALOGUE, TASK_FILE, AgentRequest, base_environment, parse_agent
-from harness.external.commands import AIDER_CONFIG, AIDER_METADATA, MINI_CONFIG, MINI_TRAJECTORY, yaml_string
+from harness.external import (
+    CATALOGUE,
+    TASK_FILE,
+    AgentRequest,
+    RecordedRun,
+    base_environment,
+    check_replay,
+    parse_agent,
+)
+from harness.external.commands import (
+    AIDER_CONFIG,
+    AIDER_METADATA,
+    MINI_CONFIG,
+    MINI_TRAJECTORY,
+    yaml_string,
+    yaml_value,
+)
 from tests.conftest import REPO_ROOT
 
 HOSTILE = ("Fix it.\n-t --yolo --model=evil $(touch /tmp/pwned) `id` \"quoted\" 'single' \\ back\\slash\n"
@@ -130,3 +148,81 @@ def test_every_agent_gets_the_gateway_as_endpoint_and_proxy_and_no_network_switc
     assert env["NO_PROXY"] == "127.0.0.1,localhost"
     assert env["PIP_RETRIES"] == "1" and env["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
     assert "PATH" not in env and "HOME" not in env          # the sandbox's own stay
+
+
+TRAJECTORY_INFO = {"mini_version": "1.15.0", "config": {
+    "agent": {"system_template": "You are a helpful assistant.", "instance_template": "<pr>\n{{task}}\n</pr>",
+              "timeout_template": "timed out", "format_error_template": "one ```bash block, found {{actions|length}}",
+              "action_observation_template": "<returncode>{{output.returncode}}</returncode>\n"
+                                             "<output>\n{{ output.output -}}\n</output>",
+              "step_limit": 250, "cost_limit": 3.0},
+    "model": {"model_name": "google/gemini-3-pro-preview", "model_kwargs": {"temperature": 0.0}},
+    "environment": {"image": "swebench/x", "cwd": "/testbed", "env": {"PAGER": "cat", "TQDM_DISABLE": "1"},
+                    "timeout": 60, "executable": "docker"}}}
+
+
+def recorded(info: dict[str, object] = TRAJECTORY_INFO) -> RecordedRun:
+    return RecordedRun.from_info(info, replies=21, source="x.traj.json")
+
+
+def test_mini_1x_reads_its_task_from_the_file_into_its_only_config_and_never_from_the_harness_argv() -> None:
+    run = parse_agent("mini-swe-agent==1.15.0").invocation(request())
+    assert run.argv[:5] == ("/bin/bash", "-c", run.argv[2], "mini", "/opt/agents/mini-swe-agent/bin/mini")
+    assert run.argv[5:] == ("--yolo", "--exit-immediately", "-o", MINI_TRAJECTORY, "-c", "mini.yaml",
+                            "--model=openai/gpt-4o-mini", "--cost-limit=0")
+    assert run.files == {TASK_FILE: HOSTILE} and run.env["MSWEA_SILENT_STARTUP"] == "1"
+    assert "Fix it" not in " ".join(run.argv)
+
+
+@pytest.mark.parametrize("task", [HOSTILE.replace("\x00", ""), "ends with newlines\n\n", "-t --yolo", ""])
+def test_the_1x_wrapper_hands_mini_the_task_file_byte_for_byte(tmp_path: Path, task: str) -> None:
+    run = parse_agent("mini-swe-agent==1.15.0").invocation(request(task=task))
+    (tmp_path / "task.md").write_text(task)
+    probe = "import sys; sys.stdout.write(repr(sys.argv[-1]))"
+    argv = [*run.argv[:4], sys.executable, "-c", probe]      # the wrapper, with a probe in mini's place
+    said = subprocess.run(argv, env={"HARNESS_TASK_FILE": str(tmp_path / "task.md"), "PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True, check=True).stdout
+    assert said == repr("--task=" + task)
+
+
+def test_a_1x_replay_gets_the_recorded_agent_settings_in_its_one_config_file() -> None:
+    run = parse_agent("mini-swe-agent==1.15.0").invocation(request(recorded=recorded()))
+    assert run.argv[5:] == ("--yolo", "--exit-immediately", "-o", MINI_TRAJECTORY, "-c", MINI_CONFIG)
+    config = yaml.safe_load(run.files[MINI_CONFIG])
+    agent = dict(TRAJECTORY_INFO["config"]["agent"])  # type: ignore[call-overload]
+    assert config["agent"] == {**agent, "mode": "yolo", "confirm_exit": False, "cost_limit": 0}
+    assert config["env"] == {"cwd": "/testbed", "env": {"PAGER": "cat", "TQDM_DISABLE": "1"}, "timeout": 60}
+    assert config["model"] == {"model_name": "openai/gpt-4o-mini", "model_class": "litellm",
+                               "cost_tracking": "ignore_errors",
+                               "model_kwargs": {"api_base": "http://127.0.0.1:8400/v1", "api_key": "dummy"}}
+    limited = parse_agent("mini-swe-agent==1.15.0").invocation(request(recorded=recorded(), step_limit=5))
+    assert yaml.safe_load(limited.files[MINI_CONFIG])["agent"]["step_limit"] == 5
+
+
+def test_a_recording_is_replayed_only_by_its_own_major_version_with_text_actions() -> None:
+    for name in ("mini-swe-agent", "mini-swe-agent-tools"):
+        with pytest.raises(ConfigError, match=r"made by mini-swe-agent 1\.15\.0.*use --agent mini-swe-agent==1\.15\.0"):
+            check_replay(parse_agent(name), recorded())
+    check_replay(parse_agent("mini-swe-agent==1.14.2"), recorded())      # the same major version: accepted
+    check_replay(parse_agent("mini-swe-agent"), None)                    # no replay: nothing to check
+    check_replay(parse_agent("aider"), recorded())                       # other agents get the messages as they are
+    with pytest.raises(ConfigError, match=r"text actions only.*use --agent mini-swe-agent==1\.15\.0"):
+        parse_agent("mini-swe-agent-tools==1.15.0")
+
+
+def test_unreadable_recorded_settings_are_named_all_at_once() -> None:
+    bad = {"mini_version": "one", "config": {"agent": [], "environment": {"env": {"A B": 1}, "timeout": "60"}}}
+    with pytest.raises(ConfigError) as err:
+        recorded(bad)
+    said = str(err.value)
+    for part in ("x.traj.json", "mini_version is 'one'", "config.agent is list", "environment.env is",
+                 "timeout is '60'"):
+        assert part in said
+    assert recorded({"mini_version": "1.15.0", "config": {"agent": {}}}).timeout == 60     # defaults
+
+
+@pytest.mark.parametrize("value", [{"a": [1, 2.5, True, None, "x\ny"]}, {"nested": {"k": "ü 😀"}}, [], {}])
+def test_yaml_value_reads_back_as_the_same_value(value: object) -> None:
+    assert yaml.safe_load(f"v: {yaml_value(value)}\n") == {"v": value}
+    with pytest.raises(ConfigError, match="finite"):
+        yaml_value(float("nan"))

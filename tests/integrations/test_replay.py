@@ -8,7 +8,6 @@ the submission with the published patch.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -19,19 +18,13 @@ from minisweagent.exceptions import FormatError  # noqa: E402
 
 from harness.errors import ConfigError, ScriptExhausted  # noqa: E402
 from harness.integrations.replay import ReplayModel, load_recording, run_replay, same_patch  # noqa: E402
-
-SHORTEST_WITH_SOURCE = "django__django-11099"    # 21 steps; its source tarball is in the shared data
-
-
-def shared(name: str, env: str, marker: str) -> Path:
-    """`$env`, else `shared/<name>` beside the checkout, else /work/shared/<name>: the first holding `marker`."""
-    beside = Path(__file__).resolve().parents[3] / "shared" / name
-    places = ([Path(os.environ[env])] if os.environ.get(env) else []) + [beside, Path("/work/shared") / name]
-    return next((p for p in places if (p / marker).exists()), beside)
-
-
-TRAJECTORIES = shared("trajectories", "HARNESS_TRAJECTORIES", f"{SHORTEST_WITH_SOURCE}.traj.json")
-SWEBENCH = shared("swebench", "HARNESS_SWEBENCH_DATA", "lite-test.jsonl")
+from tests.external.published import (  # noqa: E402
+    SHORTEST_WITH_SOURCE,
+    SWEBENCH,
+    TRAJECTORIES,
+    published_patch,
+    swebench_row,
+)
 
 
 def bash(text: str) -> str:
@@ -99,14 +92,12 @@ def test_patches_compare_equal_only_when_index_lines_alone_differ() -> None:
 def test_a_published_trajectory_replays_to_the_published_patch(tmp_path: Path, sandbox_image: str) -> None:
     assert (TRAJECTORIES / f"{SHORTEST_WITH_SOURCE}.traj.json").is_file(), \
         f"the published trajectories are not in {TRAJECTORIES}: set HARNESS_TRAJECTORIES"
-    rows = [json.loads(line) for line in (SWEBENCH / "lite-test.jsonl").read_text().splitlines() if line.strip()]
-    row = next(r for r in rows if r["instance_id"] == SHORTEST_WITH_SOURCE)
+    row = swebench_row(SHORTEST_WITH_SOURCE)
     (tmp_path / "instances.jsonl").write_text(json.dumps(row) + "\n")
     recording = load_recording(TRAJECTORIES, SHORTEST_WITH_SOURCE)
     result = run_replay(recording, instances=tmp_path / "instances.jsonl", repos=SWEBENCH / "repos",
                         problem_statement=row["problem_statement"])
-    published = next(json.loads(line) for line in (TRAJECTORIES / "preds.jsonl").read_text().splitlines()
-                     if json.loads(line)["instance_id"] == SHORTEST_WITH_SOURCE)["model_patch"]
+    published = published_patch(SHORTEST_WITH_SOURCE)
     assert result.exit_status == "Submitted"
     assert result.task_matches                      # the published config rendered the published task message
     assert result.steps == len(recording.replies) == 21

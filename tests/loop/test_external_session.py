@@ -24,6 +24,7 @@ from harness.core.task import load_task
 from harness.external import parse_agent
 from harness.models.openai import OpenAIModel
 from harness.models.scripted import ScriptedModel
+from tests.gateway_echo import send_json
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WORDCOUNT = REPO_ROOT / "tasks" / "wordcount"
@@ -100,11 +101,7 @@ class _FakeOpenAI(BaseHTTPRequestHandler):
                                           "finish_reason": "tool_calls" if first else "stop"}],
                              "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110,
                                        "prompt_tokens_details": {"cached_tokens": 40}}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
+        send_json(self, answer)
 
     def log_message(self, *_: object) -> None:
         pass

@@ -83,13 +83,15 @@ def test_eval_on_ray_gives_the_local_backends_verdicts_and_outputs(runs: Runs) -
     verdicts = {i: r["status"] for i, r in runs.ray["instances"].items()}
     assert verdicts == {i: r["status"] for i, r in runs.local["instances"].items()}
     assert set(verdicts.values()) == {"resolved"}
-    strip = ("instances", "totals", "repositories")      # the parts that hold wall times
+    strip = ("instances", "totals", "repositories", "attempts")      # the parts that hold wall times
 
     def counts(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
         return {repo: {k: v for k, v in row.items() if k != "time"} for repo, row in report["repositories"].items()}
 
     assert {k: v for k, v in runs.ray.items() if k not in strip} == {k: v for k, v in runs.local.items()
                                                                      if k not in strip}
+    assert {k: v for k, v in runs.ray["attempts"].items() if k != "totals"} == {
+        k: v for k, v in runs.local["attempts"].items() if k != "totals"}
     assert counts(runs.ray) == counts(runs.local) and counts(runs.local)["(none)"]["resolved"] == len(verdicts)
     for iid in verdicts:
         for name in ("done", "trajectory.jsonl", "patch.diff", "result.json", "test_output.txt", "report.json"):

@@ -10,6 +10,7 @@ import pytest
 
 from harness.config import Config, Secrets
 from harness.core.task import load_task
+from harness.evaluation.attempts import Attempt
 from harness.evaluation.backends.ray import TaskFiles, evaluate_on_ray
 from harness.evaluation.options import RUN_LABEL, EvalOptions
 from harness.evaluation.progress import SilentEvents
@@ -28,7 +29,7 @@ def test_a_node_that_fetches_the_task_files_from_the_driver_grades_the_instance(
     stages = Stages(Config(), Secrets(), options, {RUN_LABEL: "raytest", "harness.test": "1"}, threading.Event(),
                     SilentEvents(), None)
     records: list[InstanceRecord] = []
-    evaluate_on_ray([task], stages, tmp_path, "gold", records.append, address=ray_cluster.address, ship=True)
+    evaluate_on_ray([Attempt(task)], stages, tmp_path, "gold", records.append, address=ray_cluster.address, ship=True)
     assert [(r.instance_id, r.status, r.infra_retries) for r in records] == [("pagination", "resolved", 0)]
     folder = tmp_path / "instances" / "pagination"
     assert read_done(folder) == records[0]

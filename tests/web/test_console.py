@@ -11,7 +11,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,27 +28,6 @@ from tests.web.hostile_run import write_hostile_run
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS = REPO / "tasks"
-
-
-@pytest.fixture
-def console(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    """`harness web --port 0` in its own process, in a folder of its own (./runs there is a default
-    root), with one more root given by --runs; yields the URL it prints and the folders."""
-    runs, extra, state = tmp_path / "runs", tmp_path / "elsewhere", tmp_path / "state"
-    runs.mkdir()
-    extra.mkdir()
-    env = {**os.environ, "HARNESS_STATE_DIR": str(state), "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "web", "--port", "0", "--runs", str(extra)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
-    try:
-        line = proc.stdout.readline() if proc.stdout else ""
-        match = re.search(r"http://127\.0\.0\.1:\d+/\?token=\S+", line)
-        assert match, f"harness web printed {line!r}; stderr: {proc.stderr.read() if proc.stderr else ''}"
-        yield {"url": match.group(0), "base": match.group(0).split("/?")[0], "runs": runs, "extra": extra,
-               "state": state, "env": env, "cwd": tmp_path}
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def wait(browser: webdriver.Chrome, condition: Callable[[webdriver.Chrome], Any], timeout: float = 30,
@@ -224,6 +203,65 @@ def test_evaluation_reports_filter_chart_and_compare(console: dict[str, Any], br
     assert flipped == {"cart": "fixed", "pagination": "fixed"}, flipped     # A = mixed, B = gold
     assert "2 fixed in B" in browser.find_element(By.ID, "compare-counts").text
     screenshot(browser, "eval-compare")
+
+
+@pytest.mark.docker
+def test_a_multi_epoch_evaluation_shows_its_progress_live_then_its_statistics_epochs_and_comparison(
+        console: dict[str, Any], browser: webdriver.Chrome, sandbox_image: str) -> None:
+    _evaluate(console, "eval-gold", "gold")
+    out = console["extra"] / "eval-epochs"
+    run = subprocess.Popen([sys.executable, "-m", "harness.cli.main", "eval", str(TASKS / "wordcount"),
+                            str(TASKS / "pagination"), str(TASKS / "cart"), "--model", "scripted:epochs-mixed",
+                            "--epochs", "3", "--workers", "2", "--out", str(out), "--label", "harness.test=1"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=console["cwd"],
+                           env=console["env"])
+    try:
+        deadline = time.time() + 300
+        while not (out / "instances").is_dir():
+            assert run.poll() is None and time.time() < deadline, run.communicate()
+            time.sleep(0.05)
+        open_view(browser, console, "#/runs")
+        row = wait(browser, lambda b: b.find_element(By.CSS_SELECTOR, '#runs-table tr[data-name="eval-epochs"]'))
+        assert re.search(r"\d of 9 attempts done · \d resolved so far · ETA", row.text), row.text
+        assert row.get_attribute("class") == "state-running"
+        screenshot(browser, "runs-list-eval-running")
+        row.find_element(By.CSS_SELECTOR, "a.open").click()
+        progress = wait(browser, lambda b: b.find_element(By.ID, "eval-progress"), what="the progress line")
+        assert re.search(r"running: \d of 9 attempts done · \d resolved so far · ETA", progress.text), progress.text
+        assert "live" in browser.find_element(By.ID, "status").text
+        screenshot(browser, "eval-running")
+        assert run.wait(900) == 0, run.communicate()
+        wait(browser, lambda b: b.find_element(By.ID, "pass-at-1").text == "pass@1 0.667" and not b.find_elements(
+            By.ID, "eval-progress"), timeout=60, what="the finished evaluation's statistics, without a reload")
+    finally:
+        if run.poll() is None:
+            run.terminate()
+            run.wait(60)
+    assert "95% CI 0.354 to 0.879, wilson-clustered" in browser.find_element(By.ID, "eval-stats").text
+    assert browser.find_element(By.ID, "pass-at-k").text == "pass@2 0.889 · pass@3 1.000"
+    assert browser.find_element(By.ID, "flipped").text == "flipped between epochs (2): cart, wordcount"
+    cart = browser.find_element(By.CSS_SELECTOR, '#eval-table tr[data-instance="cart"] td.epochs')
+    assert cart.find_element(By.CSS_SELECTOR, ".passes").text == "1/3"
+    assert [e.get_attribute("class") for e in cart.find_elements(By.CSS_SELECTOR, "a.epoch")] == [
+        "epoch s-unresolved", "epoch s-empty_patch", "epoch s-resolved"]
+    screenshot(browser, "eval-epochs")
+    wordcount = browser.find_element(By.CSS_SELECTOR, '#eval-table tr[data-instance="wordcount"]')
+    wordcount.find_element(By.CSS_SELECTOR, 'a.epoch[title^="epoch 2"]').click()
+    wait(browser, lambda b: fact(b, "instance status") == "empty_patch", what="wordcount's second attempt")
+    wait(browser, lambda b: "could not find the cause" in b.find_element(By.ID, "steps").text,
+         what="the second attempt's steps (loaded after its figures)")
+    browser.back()
+    compare = wait(browser, lambda b: b.find_element(By.ID, "compare-with"))
+    Select(compare).select_by_visible_text(next(o.text for o in Select(compare).options if "eval-gold" in o.text))
+    wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#compare-table tbody tr"))
+    assert browser.find_element(By.ID, "compare-difference").text == "B − A: +0.333"
+    counts = browser.find_element(By.ID, "compare-counts").text        # pagination: 3/3 against 1/1, the same
+    assert counts == "2 fixed in B · 0 broken in B · 0 other changes · 1 unchanged", counts
+    assert browser.find_element(By.ID, "compare-verdict").text == "no significant difference (the interval holds 0)"
+    rows = {r.get_attribute("data-instance"): r.text for r in browser.find_elements(
+        By.CSS_SELECTOR, "#compare-table tbody tr")}
+    assert set(rows) == {"cart", "wordcount"} and "1/3" in rows["cart"] and "1/1" in rows["cart"]   # flipped only
+    screenshot(browser, "eval-compare-epochs")
 
 
 # ---------------------------------------------------------------- a hostile run

@@ -5,6 +5,8 @@ or cross links refused, two evaluations compared, and the guard's answers over r
 from __future__ import annotations
 
 import json
+import os
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -12,11 +14,13 @@ from pathlib import Path
 import pytest
 
 from harness.agent.trajectory import TrajectoryWriter
+from harness.core.records import EvalRun, RunSettings
+from harness.evaluation.attempts import attempt_dir
 from harness.evaluation.report import InstanceRecord, instance_dir, write_done, write_outputs
 from harness.messages import Message, TextBlock
 from harness.outputs import record_output, recorded_outputs
 from harness.web.records import NotFound
-from harness.web.runs import FOLD_LINES, Roots, compare_view, fold, list_runs
+from harness.web.runs import FOLD_LINES, Roots, compare_view, eval_view, fold, list_runs, run_view
 from harness.web.server import make_web_server
 from harness.web.steps import Trajectories, steps_view
 from tests.web.hostile_run import MARKUP, write_hostile_run
@@ -103,6 +107,94 @@ def test_two_evaluations_are_compared_instance_by_instance(tmp_path: Path) -> No
     assert view["counts"] == {"broken": 1, "fixed": 1, "changed": 0, "same": 1}
     kinds = {r["ref"]: r["kind"] for r in list_runs(Roots([tmp_path]))}
     assert kinds == {"0/a": "eval", "0/b": "eval"}          # instance folders belong to their evaluation
+
+
+def _epochs_eval(out: Path, outcomes: dict[str, list[str | None]], started_ago: float, done_at_start: int) -> None:
+    """An evaluation of len(statuses) epochs as the runner leaves it: a `done` per finished attempt, run.json
+    and (once an attempt finished) report.json and the predictions."""
+    epochs = len(next(iter(outcomes.values())))
+    records = {}
+    for iid, statuses in outcomes.items():
+        for epoch, status in enumerate(statuses, 1):
+            folder = attempt_dir(out, iid, epoch)
+            folder.mkdir(parents=True)
+            if status is not None:
+                record = InstanceRecord(iid, status, "m", model_patch="", duration=2.0, epoch=epoch)  # type: ignore[arg-type]
+                write_done(folder, record)
+                records[record.key] = record
+    run = EvalRun(settings=RunSettings(model="m", instances=list(outcomes), epochs=epochs),
+                  started_at=time.time() - started_ago, attempts_done_at_start=done_at_start)
+    (out / "run.json").write_text(json.dumps(run.to_dict()))
+    if records:
+        write_outputs(out, list(outcomes), records, "m", epochs=epochs)
+
+
+def test_a_running_evaluation_shows_done_of_total_resolved_so_far_and_an_eta_from_its_own_files(
+        tmp_path: Path) -> None:
+    _epochs_eval(tmp_path / "starting", {"a": [None, None, None], "b": [None, None, None]}, 5, 0)
+    _epochs_eval(tmp_path / "going", {"a": ["resolved", None, None], "b": ["unresolved", None, None]}, 100, 0)
+    _epochs_eval(tmp_path / "resumed", {"a": ["resolved", "resolved", None], "b": ["error", None, None]}, 100, 2)
+    _epochs_eval(tmp_path / "stopped", {"a": ["resolved", None, None], "b": [None, None, None]}, 900, 0)
+    _epochs_eval(tmp_path / "finished", {"a": ["resolved", "empty_patch", "resolved"], "b": ["unresolved"] * 3},
+                 900, 0)
+    old = time.time() - 600
+    for path in (tmp_path / "stopped").rglob("*"):
+        os.utime(path, (old, old))
+    os.utime(tmp_path / "stopped", (old, old))
+    rows = {r["name"]: r for r in list_runs(Roots([tmp_path]))}
+    progress = {name: (r["state"], r["progress"]["done"], r["progress"]["total"], r["progress"]["resolved"],
+                       r["progress"]["eta_seconds"]) for name, r in rows.items()}
+    eta, resumed_eta = progress["going"][4], progress["resumed"][4]
+    assert eta is not None and 199 <= eta <= 202                     # 4 attempts left, 2 done in 100 s
+    assert resumed_eta is not None and 299 <= resumed_eta <= 303     # 3 left, this command did 1 (of 3) in 100 s
+    assert progress == {"starting": ("running", 0, 6, 0, None), "going": ("running", 2, 6, 1, eta),
+                        "resumed": ("running", 3, 6, 2, resumed_eta),
+                        "stopped": ("incomplete", 1, 6, 1, None), "finished": ("finished", 6, 6, 2, None)}
+    assert rows["starting"]["task"] == "0 of 6 attempts done" and rows["finished"]["task"] == "2 instances x 3 epochs"
+    view = eval_view(Roots([tmp_path]), "0/finished")
+    assert view["statistics"]["pass_at_1"] == pytest.approx(1 / 3, abs=1e-6)
+    assert view["statistics"]["flipped_ids"] == ["a"] and view["epochs"] == 3
+    row = next(r for r in view["instances"] if r["instance_id"] == "a")
+    assert row["passes"] == "2/3" and row["run"] == "0/finished/instances/a/epoch-1"
+    assert [(e["epoch"], e["status"], e["run"]) for e in row["epochs"]] == [
+        (1, "resolved", "0/finished/instances/a/epoch-1"), (2, "empty_patch", "0/finished/instances/a/epoch-2"),
+        (3, "resolved", "0/finished/instances/a/epoch-3")]
+    assert run_view(Roots([tmp_path]), "0/finished/instances/a/epoch-2")["evaluation"] == "0/finished"
+
+
+def test_hostile_progress_values_count_as_unknown_and_break_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "hostile"
+    (out / "instances" / "x").mkdir(parents=True)
+    (out / "run.json").write_text(json.dumps({"settings": {"instances": ["../../..", "x", 7], "epochs": "3"},
+                                              "started_at": "yesterday", "attempts_done_at_start": True}))
+    (out / "report.json").write_text(json.dumps({"attempts": {"attempts_done": -1, "attempts_resolved": "all",
+                                                              "per_instance": {"x": {"statuses": "torn"}},
+                                                              "pass_at_1": "<b>1</b>", "pass_at_k": [1]},
+                                                 "epochs": {"n": 3}, "instances": {"x": {"status": "resolved"}}}))
+    row = list_runs(Roots([tmp_path]))[0]
+    assert row["state"] == "running" and row["progress"]["done"] is None and row["progress"]["total"] == 3
+    assert row["progress"]["eta_seconds"] is None and row["progress"]["epochs"] == 1
+    view = eval_view(Roots([tmp_path]), "0/hostile")
+    assert view["statistics"]["pass_at_1"] == "<b>1</b>" and view["epochs"] == 1       # shown as text by the page
+    assert view["instances"][0]["passes"] is None
+    endless = tmp_path / "endless"                      # a trillion epochs: a few hundred folders looked at, no more
+    (endless / "instances").mkdir(parents=True)
+    (endless / "run.json").write_text(json.dumps({"settings": {"instances": ["x", "y"], "epochs": 10 ** 12}}))
+    row = next(r for r in list_runs(Roots([tmp_path])) if r["name"] == "endless")
+    assert row["progress"]["total"] == 2 * 10 ** 12 and row["state"] == "running"
+
+
+def test_two_evaluations_of_several_epochs_are_compared_with_the_difference_and_its_interval(tmp_path: Path) -> None:
+    _epochs_eval(tmp_path / "a", {"x": ["resolved", "unresolved"], "y": ["unresolved", "unresolved"],
+                                  "z": ["error", "error"]}, 50, 0)
+    _evaluated = {"x": ["resolved", "resolved"], "y": ["resolved", "unresolved"], "z": ["resolved", "resolved"]}
+    _epochs_eval(tmp_path / "b", _evaluated, 50, 0)
+    view = compare_view(Roots([tmp_path]), "0/a", "0/b")
+    assert [(r["instance_id"], r["passes_a"], r["passes_b"], r["change"]) for r in view["rows"]] == [
+        ("x", "1/2", "2/2", "fixed"), ("y", "0/2", "1/2", "fixed"), ("z", "0/0", "2/2", "fixed")]
+    stats = view["statistics"]
+    assert stats["paired_instances"] == 2 and stats["left_out"] == {"z": "no graded attempt in A"}
+    assert stats["difference"] == 0.5 and stats["verdict"] == "no significant difference"
 
 
 def _get(url: str, headers: dict[str, str] | None = None, data: bytes | None = None) -> tuple[int, dict[str, str], str]:

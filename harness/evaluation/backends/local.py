@@ -1,8 +1,9 @@
 """The local backend: a thread pool on this machine.
 
-Each worker thread handles one instance at a time and spends its time waiting on Docker or a model
-API, so threads are enough. The main thread waits for the instances a fraction of a second at a time
-and watches the batch's `StopRequest` (raised by Ctrl-C or SIGTERM, see `runner.stop_signals`):
+Each worker thread handles one attempt (`harness.evaluation.attempts`) at a time and spends its time
+waiting on Docker or a model API, so threads are enough. The main thread waits for the attempts a
+fraction of a second at a time and watches the batch's `StopRequest` (raised by Ctrl-C or SIGTERM, see
+`runner.stop_signals`):
 
 - **drain** (the first request): no instance starts any more; the running ones finish and are
   recorded. An instance that ends in an infrastructure error after the request is not recorded (its
@@ -20,11 +21,11 @@ from __future__ import annotations
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
-from harness.core.task import Task
+from harness.evaluation.attempts import Attempt, attempt_dir
 from harness.evaluation.backends import Batch
 from harness.evaluation.one_instance import evaluate_instance
 from harness.evaluation.options import RUN_LABEL, Cancelling, StopRequest
-from harness.evaluation.report import DONE, InstanceRecord, instance_dir
+from harness.evaluation.report import DONE, InstanceRecord
 from sandbox.docker_client import client_or_default
 from sandbox.reaper import remove_containers
 
@@ -35,10 +36,10 @@ class ThreadPoolBackend:
     def __init__(self, workers: int) -> None:
         self.workers = max(1, workers)
 
-    def evaluate(self, pending: list[Task], batch: Batch) -> None:
+    def evaluate(self, pending: list[Attempt], batch: Batch) -> None:
         pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="eval")
         try:
-            futures = {pool.submit(_unless_stopped, t, batch): t.id for t in pending}
+            futures = {pool.submit(_unless_stopped, a, batch): a.key for a in pending}
             self._collect(futures, batch)
         except BaseException:
             _cancel(pool, batch)
@@ -69,17 +70,17 @@ class ThreadPoolBackend:
                     "finish (Ctrl-C or SIGTERM again cancels them)")
 
 
-def _unless_stopped(task: Task, batch: Batch) -> InstanceRecord | None:
-    """`evaluate_instance`, unless a stop was asked before this worker took the task."""
+def _unless_stopped(attempt: Attempt, batch: Batch) -> InstanceRecord | None:
+    """`evaluate_instance`, unless a stop was asked before this worker took the attempt."""
     if batch.stop.draining:
         return None
-    return evaluate_instance(task, batch.stages, batch.out, batch.model_name, batch.stages.cancel)
+    return evaluate_instance(attempt, batch.stages, batch.out, batch.model_name, batch.stages.cancel)
 
 
 def _finish(record: InstanceRecord, batch: Batch) -> None:
     if record.status == "error" and batch.stop.draining:
-        (instance_dir(batch.out, record.instance_id) / DONE).unlink(missing_ok=True)
-        batch.stages.events.message(f"{record.instance_id}: failed after the stop ({record.error}); not recorded, "
+        (attempt_dir(batch.out, record.instance_id, record.epoch) / DONE).unlink(missing_ok=True)
+        batch.stages.events.message(f"{record.key}: failed after the stop ({record.error}); not recorded, "
                                     "--resume reruns it")
         return
     batch.finish(record)

@@ -86,8 +86,13 @@ _sklearn = Spec(repo="scikit-learn/scikit-learn", version="", python="3.6",
                 install="python -m pip install -v --no-use-pep517 --no-build-isolation -e .", test_cmd=_PYTEST,
                 runner="pytest", parser="pytest_v2", compiled=True)
 SCIKIT_LEARN: dict[Key, Spec] = {
-    **for_versions(_sklearn, ["0.20", "0.21", "0.22"],
+    **for_versions(_sklearn, ["0.20"],
                    packages=("numpy", "scipy", "cython", "pytest", "pandas", "matplotlib"),
+                   pip_packages=("cython", "numpy==1.19.2", "setuptools", "scipy==1.5.2")),
+    # 0.21 and 0.22 require joblib (setup.py's install_requires, built at run time, so no file lists it),
+    # which the official `pip install -e .` fetched from the index; offline it must be in the environment
+    **for_versions(_sklearn, ["0.21", "0.22"],
+                   packages=("numpy", "scipy", "cython", "pytest", "pandas", "matplotlib", "joblib"),
                    pip_packages=("cython", "numpy==1.19.2", "setuptools", "scipy==1.5.2")),
     **for_versions(_sklearn, ["1.3", "1.4", "1.5", "1.6"], python="3.9",
                    packages=("numpy==1.19.2", "scipy==1.5.2", "cython==3.0.10", "pytest", "pandas<2.0.0",

@@ -12,6 +12,7 @@ import heapq
 import marshal
 import math
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -28,8 +29,14 @@ class DenseHalf(Protocol):
     def start(self, index: CodeIndex, texts: Mapping[str, str], fetch: Callable[[list[str]], Mapping[str, str]] | None,
               on_host: Mapping[str, str] | None = None, after_first_answer: bool = False) -> threading.Thread: ...
 
+    def is_building(self) -> bool: ...
+
+    @property
+    def building(self) -> threading.Thread | None: ...
+
 K1, B = 1.2, 0.75
 WARM_WAIT = 120.0    # seconds the first query waits for the session's prewarming before analysing itself
+STOP_WAIT = 15.0     # seconds `CodeIndex.stop` waits for the warm-up and the dense builder to end
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,20 @@ class CodeIndex:
     fetched: dict[str, str] = field(default_factory=dict, repr=False)   # the texts the last sync fetched
     dense: DenseHalf | None = None       # the dense half (`find_code` makes it when it can run)
     answering: threading.Event = field(default_factory=threading.Event, repr=False)   # set while a query runs
+
+    def stop(self, wait: float = STOP_WAIT) -> bool:
+        """End the session's work on the index: the warm-up and the dense builder stop between batches,
+        and this waits up to `wait` seconds for their threads; True if none is still running. A thread
+        left inside onnxruntime when the interpreter exits aborts the process ("terminate called
+        without an active exception", exit -6): the session's end waits for them."""
+        self.stop_warming.set()
+        deadline = time.monotonic() + wait
+        for step in ("warming", "dense"):     # the warm-up may start the builder: asked once the warm-up has ended
+            thread = self.warming if step == "warming" else self.dense.building if self.dense is not None else None
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(max(0.0, deadline - time.monotonic()))
+        warm = self.warming
+        return not (warm is not None and warm.is_alive()) and not (self.dense is not None and self.dense.is_building())
 
     def adopt(self, files: Iterable[tuple[str, str, Analysed]]) -> bool:
         """Index (path, sha256, analysis) of files the session's warm-up analysed from the host's copy

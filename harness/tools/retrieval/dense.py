@@ -119,6 +119,8 @@ class DenseIndex:
         try:
             self.build(index, texts, fetch, on_host, after_first_answer)
             self.build_seconds = time.monotonic() - started
+            if self.stop.is_set():     # the session has ended: no model to load (CodeIndex.stop waits for this thread)
+                return
             shared_encoder().encode(["load the model"], QUERY_TOKENS)   # the first query's model, loaded
             self._rows(index)                                           # and its matrix
         except Exception:  # noqa: BLE001 - the builder has no one to tell: the next query starts it again

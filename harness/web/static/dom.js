@@ -41,6 +41,7 @@ export const CLASSES = {
   status: ["resolved", "unresolved", "patch_failed", "empty_patch", "error", "unsupported", "incomplete"],
   tests: ["true", "false"],
   change: ["broken", "fixed", "changed", "same"],
+  outcome: ["answered", "truncated", "refused", "bad_request", "budget", "model_error"],
 };
 
 export function cls(prefix, kind, value) {
@@ -95,8 +96,9 @@ export function count(value) {
   return String(value);
 }
 
+// A cost the run did not know (no price for its model) is said to be unknown, never shown as 0 or blank.
 export function money(value) {
-  return value === null || value === undefined ? "-" : "$" + Number(value).toFixed(4);
+  return value === null || value === undefined ? "unknown" : "$" + Number(value).toFixed(4);
 }
 
 export function q(params) {

@@ -27,15 +27,24 @@ export function runView(main, params) {
   panes.patch = el("section", {id: "pane-patch", hidden: true});
   panes.tests = el("section", {id: "pane-tests", hidden: true});
   panes.result = el("section", {id: "pane-result", hidden: true});
-  for (const name of ["trajectory", "patch", "tests", "result"]) {
-    tabs.appendChild(el("button", {class: "tab", "data-tab": name, text: name === "result" ? "result.json" : name,
-                                   onclick: () => show(name)}));
+  panes.calls = el("section", {id: "pane-calls", hidden: true});
+  panes.log = el("section", {id: "pane-log", hidden: true});
+  const titles = {result: "result.json", calls: "model calls", log: "agent log"};
+  for (const name of ["trajectory", "patch", "tests", "result", "calls", "log"]) {
+    tabs.appendChild(el("button", {class: "tab", "data-tab": name, text: titles[name] || name,
+                                   hidden: name === "calls" || name === "log", onclick: () => show(name)}));
   }
+  let callsShown = false;
   main.append(head, tabs, ...Object.values(panes));
 
   function show(name) {
     for (const [n, pane] of Object.entries(panes)) pane.hidden = n !== name;
     for (const b of tabs.children) b.classList.toggle("current", b.dataset.tab === name);
+    if (name === "calls" && !callsShown) {      // read when first asked for: a long run's calls.jsonl is large
+      callsShown = true;
+      getJSON("/api/calls?" + q({ref})).then(data => renderCalls(panes.calls, data))
+        .catch(err => panes.calls.replaceChildren(el("p", {class: "error-line", text: String(err.message || err)})));
+    }
   }
   show("trajectory");
 
@@ -47,6 +56,9 @@ export function runView(main, params) {
     renderHead(head, info, ref);
     renderPatch(panes.patch, info.patch);
     renderText(panes.tests, info.tests, "No test output in this folder.", "tests-output");
+    renderText(panes.log, info.agent_log, "No agent.log in this folder.", "agent-log");
+    tabs.querySelector('[data-tab="calls"]').hidden = !info.calls;     // a third-party agent's run only
+    tabs.querySelector('[data-tab="log"]').hidden = !info.agent_log;
     panes.result.replaceChildren(info.result
       ? el("pre", {class: "json", id: "result-json", text: JSON.stringify(info.result, null, 2)})
       : info.summary.damaged ? el("p", {class: "error-line damaged-why", text: info.summary.damaged})
@@ -176,10 +188,12 @@ export function runView(main, params) {
 
 function renderHead(head, info, ref) {
   const s = info.summary;
-  const facts = [["task", s.task], ["model", s.model], ["stop reason", s.stop_reason],
+  const agent = s.agent || (info.result ? "the harness's own loop" : "-");
+  const facts = [["task", s.task], ["agent", agent], ["model", s.model], ["stop reason", s.stop_reason],
                  ["tests", s.tests_passed === true ? "passed" : s.tests_passed === false ? "failed" : "-"],
                  ["turns", count(s.turns)],
                  ["tokens in/out", s.tokens ? count(s.tokens.input) + " / " + count(s.tokens.output) : "-"],
+                 ["cached input read", s.tokens && s.tokens.cache_read ? count(s.tokens.cache_read) : "-"],
                  ["cost", money(s.cost_usd)], ["time", seconds(s.seconds)], ["state", s.state]];
   if (s.status) facts.unshift(["instance status", s.status]);
   const links = [];
@@ -269,6 +283,35 @@ function renderText(pane, file, empty, id) {
   pane.replaceChildren(el("p", {class: "hint", text: count(file.bytes) + " bytes" +
                                                    (file.cut ? "; the first 4 MB are shown" : "")}),
                        el("pre", {class: "output", id, text: file.text}));
+}
+
+// ---------------------------------------------------------------- a third-party agent's model calls
+
+function renderCalls(pane, data) {
+  if (!data) { pane.replaceChildren(el("p", {class: "empty", text: "No calls.jsonl in this folder."})); return; }
+  if (data.refused) { pane.replaceChildren(el("p", {class: "error-line refused", text: data.refused})); return; }
+  const t = data.totals;
+  const tokens = c => c ? count(c.input_tokens) + " / " + count(c.output_tokens) +
+                          (c.cache_read_tokens ? " (" + count(c.cache_read_tokens) + " cached)" : "") : "-";
+  const summary = t.requests + " requests to the model gateway: " + t.answered + " model calls answered, " +
+                  t.refused + " refused; tokens in/out " + tokens(t.tokens) + "; cost " + money(t.cost_usd);
+  const rows = data.calls.map(c => c.damaged
+    ? el("tr", {class: "outcome-other"}, el("td", {text: String(c.n)}), el("td", {colspan: "7", class: "error-cell",
+                                                                               text: c.damaged}))
+    : el("tr", {class: cls("outcome-", "outcome", c.outcome_class), "data-n": String(c.n)},
+         el("td", {text: String(c.n)}), el("td", {text: c.time || "-"}),
+         el("td", {class: "mono", text: (c.method || "") + " " + (c.route || "")}),
+         el("td", {text: String(c.status ?? "-") + " " + (c.outcome || "")}),
+         el("td", {text: tokens(c.tokens)}), el("td", {text: c.tokens ? money(c.cost_usd) : "-"}),
+         el("td", {text: seconds(c.seconds)}),
+         el("td", {class: "reply", text: c.error || c.reply || "-"})));
+  pane.replaceChildren(
+    el("p", {class: "hint", id: "calls-totals", text: summary}),
+    ...data.cut.map(c => el("p", {class: "error-line cut", text: "not shown: " + c})),
+    el("table", {id: "calls-table", class: "list"},
+       el("thead", {}, el("tr", {}, ...["#", "time", "request", "status", "tokens in/out", "cost", "time in model",
+                                        "answer or error"].map(h => el("th", {text: h})))),
+       el("tbody", {}, ...rows)));
 }
 
 // ---------------------------------------------------------------- the patch

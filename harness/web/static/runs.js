@@ -3,9 +3,10 @@
 "use strict";
 
 import {cls, count, el, getJSON, link, money, polling, q, seconds, when} from "./dom.js";
+import {progressText} from "./evaluation.js";
 
 export function runsView(main) {
-  const search = el("input", {type: "search", id: "runs-search", placeholder: "search task, model, folder…"});
+  const search = el("input", {type: "search", id: "runs-search", placeholder: "search task, agent, model, folder…"});
   const kind = select("runs-kind", [["", "runs and evaluations"], ["run", "runs"], ["eval", "evaluations"]]);
   const state = select("runs-state", [["", "any state"], ["finished", "finished"], ["running", "running"],
                                       ["stopped", "stopped (no result)"], ["incomplete", "incomplete"],
@@ -20,7 +21,7 @@ export function runsView(main) {
     el("h1", {text: "Runs and evaluations"}), roots,
     el("div", {class: "filters"}, search, kind, state, tests, stop, shown),
     el("table", {id: "runs-table", class: "list"},
-       el("thead", {}, el("tr", {}, ...["folder", "kind", "task", "model", "stop reason", "tests", "turns",
+       el("thead", {}, el("tr", {}, ...["folder", "kind", "task", "agent", "model", "stop reason", "tests", "turns",
                                         "tokens in/out", "cost", "time", "state", "changed"]
          .map(h => el("th", {text: h})))),
        body));
@@ -29,7 +30,7 @@ export function runsView(main) {
 
   function matches(r) {
     const text = search.value.trim().toLowerCase();
-    if (text && ![r.name, r.task, r.model, r.ref].some(v => String(v || "").toLowerCase().includes(text))) return false;
+    if (text && ![r.name, r.task, r.agent, r.model, r.ref].some(v => String(v || "").toLowerCase().includes(text))) return false;
     if (kind.value && r.kind !== kind.value) return false;
     if (state.value && r.state !== state.value) return false;
     if (tests.value && String(r.kind === "run" ? r.tests_passed : "x") !== tests.value) return false;
@@ -43,7 +44,10 @@ export function runsView(main) {
                                                 class: cls("state-", "state", r.state_class)},
       el("td", {}, link((r.kind === "eval" ? "#/eval?" : "#/run?") + q({ref: r.ref}), r.name, {class: "open"})),
       el("td", {text: r.kind}),
-      r.damaged ? el("td", {class: "error-cell damaged-why", text: r.damaged}) : el("td", {text: r.task || "-"}),
+      r.damaged ? el("td", {class: "error-cell damaged-why", text: r.damaged})
+        : r.kind === "eval" && r.state !== "finished" ? el("td", {class: "progress", text: progressText(r.progress)})
+        : el("td", {text: r.task || "-"}),
+      el("td", {class: "agent", text: r.agent || "-"}),
       el("td", {text: r.model || "-"}),
       el("td", {text: r.stop_reason || "-"}),
       el("td", {class: cls("tests-", "tests", r.tests_class),

@@ -4,6 +4,8 @@ the answer while the dense half is still being built."""
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -167,3 +169,42 @@ def test_the_host_copy_is_read_through_no_link(tmp_path: Path) -> None:
     link.symlink_to(real)
     assert dense_module._read(str(real)) == "def secret():\n    return 1\n"     # the control: a plain file reads
     assert dense_module._read(str(link)) is None
+
+
+STOPPED_SESSION = """
+import sys
+from pathlib import Path
+from harness.tools.retrieval import embedding
+from harness.tools.retrieval.chunk_cache import ChunkCache
+from harness.tools.retrieval.code_index import CodeIndex
+from harness.tools.retrieval.dense import DenseIndex
+from harness.tools.retrieval.find_code import EXTENSIONS, SKIP_DIRS
+from harness.tools.retrieval.prewarm import start_warming
+
+root, cache_file = Path(sys.argv[1]), Path(sys.argv[2])
+cache = ChunkCache(cache_file)
+index = CodeIndex(cache=cache)
+index.dense = dense = DenseIndex(cache=cache, stop=index.stop_warming)
+start_warming(index, root, EXTENSIONS, SKIP_DIRS).join(120)
+assert dense.is_building()                   # waiting for the first answer, which never comes
+assert index.stop() is True                  # the session ends: both threads have ended
+assert not dense.is_building() and not index.warming.is_alive()
+assert embedding._SHARED is None or embedding._SHARED._session is None, "the stopped builder loaded the model"
+print("stopped")
+"""
+
+
+def test_a_session_that_ends_with_the_dense_builder_waiting_exits_cleanly(tmp_path: Path) -> None:
+    """The builder used to load the model after the session's end, while the interpreter exited:
+    onnxruntime's threads were torn down under it and the process aborted (`harness run` exited -6,
+    "terminate called without an active exception"). `CodeIndex.stop` now waits for it, and a
+    stopped builder loads nothing."""
+    root = tmp_path / "project"
+    for rel, text in FILES.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    for attempt in range(3):
+        done = subprocess.run([sys.executable, "-c", STOPPED_SESSION, str(root), str(tmp_path / f"c{attempt}.sqlite3")],
+                              capture_output=True, text=True, timeout=180)
+        assert (done.returncode, done.stdout) == (0, "stopped\n"), done.stderr
+        assert "terminate called" not in done.stderr
