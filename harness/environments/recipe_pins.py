@@ -50,6 +50,7 @@ def resolved_pins(task: Task, env: Environment, progress: Progress, forward: Col
         EnvironmentBuildError: the package index could not be read (the network).
     """
     as_of = env.as_of or datetime.now(UTC).strftime("%Y-%m-%d")
+    pins = list(env.pins)
     if env.requirements:
         requirements = [*env.requirements, *build_requires(task.repo_dir)]
     else:
@@ -58,7 +59,14 @@ def resolved_pins(task: Task, env: Environment, progress: Progress, forward: Col
         for item in declared.unreadable:
             progress(f"{task.id}: not read: {item.origin}: {item.reason}")
         requirements = [*declared.texts(), *build_requires(task.repo_dir)]
-    pins = _yield_to_declarations(task, env.pins, requirements, progress)
+        if env.pre_install:
+            unedited = read_declarations(task.repo_dir, files=env.package_files, extras=env.extras,
+                                         any_requirements_file=env.any_requirements_file)
+            tree_own = [*unedited.texts(), *build_requires(task.repo_dir)]
+        else:
+            tree_own = requirements
+        pins, requirements = _keep_pins_of_other_trees(task, pins, requirements, tree_own, progress)
+    pins = _yield_to_declarations(task, pins, requirements, progress)
     own = tree_version(task.repo_dir)
     project = own.pin() if own is not None else ""
     exact = {requirement_name(p): p for p in pins if is_exact_pin(p)}
@@ -109,12 +117,40 @@ def forward_or_leave_out(task: Task, env: Environment, progress: Progress, forwa
         return resolved_pins(task, env, progress, forward=forward, leave_out=leave_out)
 
 
-def _yield_to_declarations(task: Task, pins: Collection[str], requirements: Collection[str],
-                           progress: Progress) -> list[str]:
-    """`pins` without the exact ones that the project's own declarations (as its pre-install edits left
-    them) exclude. The official harness installs the recipe's packages first and the project after, so
-    pip replaces such a pin with a release the project accepts: sphinx 3.x's recipe pins Jinja2==3.0.3
-    and edits setup.py to require Jinja2<3.0, and its tests run on Jinja2 2.11."""
+def _keep_pins_of_other_trees(task: Task, pins: Collection[str], requirements: Collection[str],
+                              tree_own: Collection[str], progress: Progress) -> tuple[list[str], list[str]]:
+    """(pins, requirements): a recipe's exact pin that the tree's own declarations exclude (not its
+    pre-install edits) stays, and the declarations that exclude it leave the resolution.
+
+    The lock of a version is made from one tree (its environment_setup_commit), and the official
+    environment of the version holds the recipe's pins; each row's own `pip install -e .` then replaces a
+    pin only where that row's tree excludes it. pytest 4.5 pins pluggy==0.11.0, its setup commit requires
+    pluggy>=0.12 and its row 5103 accepts 0.11 (`pluggy>=0.9`): the environment keeps 0.11.0, and a row
+    that needs another release gets it from the lock's row wheels (`row_wheels.py`). A pin that the
+    recipe's own edits exclude (sphinx 3.x: Jinja2==3.0.3 against the `Jinja2<3.0` its sed writes) is
+    excluded in every row, and `_yield_to_declarations` gives it way."""
+    excluded = _excluding(task, pins, tree_own)
+    if not excluded:
+        return list(pins), list(requirements)
+    dropped: set[str] = set()
+    for pin, against in excluded.items():
+        progress(f"{task.id}: the recipe pins {pin}, which this tree's own requirement {against} excludes; the "
+                 "version's environment keeps the pin as the official one does (a row whose tree excludes it "
+                 "gets the release it needs from the lock's row wheels)")
+        dropped.add(requirement_name(pin))
+    kept = [text for text in requirements if not _names_any(text, dropped)]
+    return list(pins), kept
+
+
+def _names_any(text: str, names: Collection[str]) -> bool:
+    try:
+        return requirement_name(Requirement(text).name) in names
+    except (ValueError, TypeError):
+        return False
+
+
+def _excluding(task: Task, pins: Collection[str], requirements: Collection[str]) -> dict[str, Requirement]:
+    """{exact pin: the first of `requirements` (whose marker holds for the task) that excludes it}."""
     target = {"python_version": task.python, "python_full_version": f"{task.python}.0", "sys_platform": "linux",
               "platform_system": "Linux", "os_name": "posix", "implementation_name": "cpython",
               "platform_python_implementation": "CPython", "extra": ""}
@@ -128,18 +164,28 @@ def _yield_to_declarations(task: Task, pins: Collection[str], requirements: Coll
             continue        # the resolver refuses it with a clear message; nothing to compare here
         if req.specifier:
             ranges.setdefault(requirement_name(req.name), []).append(req)
-    kept = []
+    found: dict[str, Requirement] = {}
     for pin in pins:
         if is_exact_pin(pin):
             version = pin.split("==", 1)[1].strip()
             against = [r for r in ranges.get(requirement_name(pin), [])
                        if not r.specifier.contains(version, prereleases=True)]
             if against:
-                progress(f"{task.id}: the recipe pins {pin}, which the project's own requirement {against[0]} "
-                         "excludes; the project's install would replace it, so its requirement is resolved instead")
-                continue
-        kept.append(pin)
-    return kept
+                found[pin] = against[0]
+    return found
+
+
+def _yield_to_declarations(task: Task, pins: Collection[str], requirements: Collection[str],
+                           progress: Progress) -> list[str]:
+    """`pins` without the exact ones that the project's declarations (as its pre-install edits left
+    them) exclude. The official harness installs the recipe's packages first and the project after, so
+    pip replaces such a pin with a release the project accepts: sphinx 3.x's recipe pins Jinja2==3.0.3
+    and edits setup.py to require Jinja2<3.0, and its tests run on Jinja2 2.11."""
+    excluded = _excluding(task, pins, requirements)
+    for pin, against in excluded.items():
+        progress(f"{task.id}: the recipe pins {pin}, which the project's own requirement {against} "
+                 "excludes; the project's install would replace it, so its requirement is resolved instead")
+    return [pin for pin in pins if pin not in excluded]
 
 
 def build_only_wheels(task: Task, env: Environment, pins: list[str], progress: Progress) -> list[str]:

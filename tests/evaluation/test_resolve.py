@@ -457,6 +457,83 @@ def test_a_recipe_pin_the_projects_edited_requirements_exclude_gives_way_as_the_
     assert any("pins Jinja2==3.0.3, which the project's own requirement Jinja2<3.0 excludes" in s for s in said)
 
 
+
+PYTEST_4_5_SETUP_PY = """# -*- coding: utf-8 -*-
+from setuptools import setup
+
+# TODO: if py gets upgrade to >=1.6,
+#       remove _width_of_current_line in terminal.py
+INSTALL_REQUIRES = [
+    "py>=1.5.0",
+    "six>=1.10.0",
+    "packaging",
+    "attrs>=17.4.0",
+    'more-itertools>=4.0.0,<6.0.0;python_version<="2.7"',
+    'more-itertools>=4.0.0;python_version>"2.7"',
+    "atomicwrites>=1.0",
+    'funcsigs>=1.0;python_version<"3.0"',
+    'pathlib2>=2.2.0;python_version<"3.6"',
+    'colorama;sys_platform=="win32"',
+    "pluggy>=0.12,<1.0",
+    "importlib-metadata>=0.12",
+    "wcwidth",
+]
+
+
+def main():
+    setup(
+        use_scm_version={"write_to": "src/_pytest/_version.py"},
+        setup_requires=["setuptools-scm", "setuptools>=40.0"],
+        package_dir={"": "src"},
+        # fmt: off
+        extras_require={
+            "testing": [
+                "argcomplete",
+                "hypothesis>=3.56",
+                "nose",
+                "requests",
+                "mock;python_version=='2.7'",
+            ],
+        },
+        # fmt: on
+        install_requires=INSTALL_REQUIRES,
+    )
+
+
+if __name__ == "__main__":
+    main()
+"""      # its environment_setup_commit 693c3b7f61d4
+
+
+@pytest.mark.parametrize("edited", [False, True])
+def test_a_recipe_pin_only_the_setup_commits_own_tree_excludes_stays_in_the_versions_environment(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edited: bool) -> None:
+    # pytest 4.5: the recipe pins pluggy==0.11.0 (its row 5103 accepts it: pluggy>=0.9), and the setup commit's
+    # tree requires pluggy>=0.12. The official environment holds 0.11.0 and only a row whose tree excludes it
+    # replaces it; 0.12.0 would bring importlib_metadata 0.17, which does not import on 3.9. Control: the
+    # same exclusion written by the recipe's own pre-install edit (every row's tree) gives the pin way.
+    root = tmp_path / "src"
+    root.mkdir()
+    text = PYTEST_4_5_SETUP_PY.replace('"pluggy>=0.12,<1.0"', '"pluggy>=0.9"') if edited else PYTEST_4_5_SETUP_PY
+    (root / "setup.py").write_text(text)
+    pins = ("atomicwrites==1.4.1", "attrs==23.1.0", "more-itertools==10.1.0", "pluggy==0.11.0", "py==1.11.0",
+            "setuptools==68.0.0", "six==1.16.0", "wcwidth==0.2.6")
+    edits = ("sed -i 's/pluggy>=0.9/pluggy>=0.12,<1.0/' setup.py",) if edited else ()
+    env = Environment(key="pytest-dev/pytest 4.5", python_requested="3.9", pins=pins, as_of="2019-05-31",
+                      pre_install=edits)
+    task = Task(id="pytest-dev__pytest-5103", problem_statement="", repo_dir=root, python="3.9", environment=env)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    said: list[str] = []
+    got, sdists, _ = resolved_pins(task, env, said.append)
+    pinned = dict(p.split("==") for p in got) | {s.name: s.version for s in sdists}
+    if edited:
+        assert pinned["pluggy"] != "0.11.0" and pinned["pluggy"].startswith("0.1"), pinned
+        assert any("pins pluggy==0.11.0, which the project's own requirement pluggy" in s for s in said), said
+    else:
+        assert pinned["pluggy"] == "0.11.0", pinned
+        assert any("keeps the pin as the official one does" in s for s in said), said
+    assert pinned["py"] == "1.11.0" and pinned["wcwidth"] == "0.2.6"     # the pins nothing contradicts stay
+
 SKLEARN_0_20_ON_3_9 = """building harness-env:inst-x on harness-env:venv-y failed: the install step exited 1:
 Successfully installed scikit-learn
 Traceback (most recent call last):
