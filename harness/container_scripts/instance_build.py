@@ -196,6 +196,57 @@ def isolation_differs() -> str | None:
         if name not in seen:
             seen.add(name)
             wanted += metadata.requires(name) or []      # their extras' requirements: the marker leaves out
+    return _seen_by_the_build(seen)
+
+
+# What a build in the venv sees beyond its build requirements, and the isolated build does not (setuptools 68's
+# own code): the plugins it loads from every installed distribution's entry points, and a module it imports
+# only when it is installed. Plugins it always runs: setuptools-scm's version hook and file finder, pbr's
+# egg-info writer, hatch's and pdm's plugins. A setup keyword's handler runs when the project's setup passes
+# that keyword (cffi's `cffi_modules`: django's venvs hold cffi, and django passes no such keyword); a
+# command class when pip's build runs that command. On Python < 3.10 setuptools imports `importlib_metadata`
+# when installed, to disable its finder (0.17 breaks the build on 3.9: pytest-5103).
+ALWAYS_RUN_GROUPS = ("setuptools.finalize_distribution_options", "setuptools.file_finders", "egg_info.writers",
+                     "setuptools.installation", "hatch", "pdm", "poetry.plugin", "flit")
+BUILD_COMMANDS = {"egg_info", "dist_info", "bdist_wheel", "build", "build_py", "build_ext", "build_clib",
+                  "build_scripts", "develop", "editable_wheel", "install", "install_lib", "install_scripts",
+                  "install_egg_info", "install_data", "install_headers", "sdist"}
+IMPORTED_WHEN_INSTALLED = {"importlib-metadata": (3, 10)}      # {distribution: from which Python it is not}
+
+
+def _project_setup_text() -> str:
+    parts = []
+    for name in ("setup.py", "setup.cfg", "pyproject.toml"):
+        try:
+            with open(os.path.join(WORK, name), errors="replace") as file:
+                parts.append(file.read())
+        except OSError:
+            continue
+    return "\n".join(parts)
+
+
+def _seen_by_the_build(closure: set[str], python: tuple[int, int] = sys.version_info[:2]) -> str | None:
+    """Why a distribution the venv holds outside the build requirements' `closure` would change the build on
+    `python` (None: none would)."""
+    setup_text: str | None = None
+    for dist in metadata.distributions():
+        name = re.sub(r"[-_.]+", "-", str(dist.metadata["Name"] or "")).lower()
+        if not name or name in closure or name == "pip":
+            continue
+        if name in IMPORTED_WHEN_INSTALLED and python < IMPORTED_WHEN_INSTALLED[name]:
+            return f"{name} {dist.version} is in the venv, and the build imports it when it is installed"
+        for ep in dist.entry_points:
+            if ep.group.startswith(ALWAYS_RUN_GROUPS):
+                used = True
+            elif ep.group == "distutils.commands":
+                used = ep.name in BUILD_COMMANDS
+            elif ep.group == "distutils.setup_keywords":
+                setup_text = _project_setup_text() if setup_text is None else setup_text
+                used = re.search(rf"(?<![\w.-]){re.escape(ep.name)}(?![\w.-])", setup_text) is not None
+            else:
+                used = False
+            if used:
+                return f"{name} {dist.version} is in the venv and plugs into the build ({ep.group}: {ep.name})"
     return None
 
 

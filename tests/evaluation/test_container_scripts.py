@@ -86,6 +86,9 @@ def test_the_build_isolation_is_left_out_only_when_it_would_install_what_the_ven
             closure[name] = metadata.version(name)
             todo += metadata.requires(name) or []
     assert len(closure) >= 4, closure        # jsonschema, attrs, referencing, rpds-py, ...
+    only_closure = [d for d in metadata.distributions()
+                    if re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower() in closure]
+    monkeypatch.setattr(metadata, "distributions", lambda: iter(only_closure))     # nothing else installed here
     differs = instance_build.isolation_differs
     assert differs() == "no pyproject.toml: pip does not isolate this build"
     (work / "pyproject.toml").write_text('[build-system]\nrequires = ["jsonschema>=4", "pywin32; sys_platform == '
@@ -109,6 +112,60 @@ def test_the_build_isolation_is_left_out_only_when_it_would_install_what_the_ven
     assert differs() is not None and ("setuptools" in differs() or "wheel" in differs())   # type: ignore[operator]
     (work / "pyproject.toml").write_text("[build-system\n")
     assert differs() == "pyproject.toml could not be read here"
+
+
+def _dist_info(site: Path, name: str, version: str, entry_points: str = "") -> None:
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    if entry_points:
+        (info / "entry_points.txt").write_text(entry_points)
+
+
+SCM_3_3_3 = ("[distutils.setup_keywords]\nuse_scm_version = setuptools_scm.integration:version_keyword\n\n"
+             "[setuptools.file_finders]\nsetuptools_scm = setuptools_scm.integration:find_files\n")   # its own file
+
+
+@pytest.mark.parametrize("name, version, entry_points, setup_py, python, said", [
+    # setuptools on Python < 3.10 imports importlib_metadata when installed: 0.17 breaks it on 3.9 (pytest-5103)
+    ("importlib-metadata", "0.17", "", "", (3, 9), "importlib-metadata 0.17 is in the venv, and the build imports"),
+    ("importlib-metadata", "0.17", "", "", (3, 11), None),          # control: 3.10 on, setuptools does not
+    ("importlib-resources", "1.0.2", "", "", (3, 9), None),         # control: setuptools takes its vendored one
+    ("setuptools-scm", "3.3.3", SCM_3_3_3, "", (3, 9), "setuptools-scm 3.3.3 is in the venv and plugs into the "
+     "build (setuptools.file_finders: setuptools_scm)"),
+    ("setuptools-scm", "7.1.0", "[setuptools.finalize_distribution_options]\nsetuptools_scm = setuptools_scm."
+     "integration:infer_version\n", "", (3, 9), "(setuptools.finalize_distribution_options: setuptools_scm)"),
+    ("pbr", "5.11.1", "[egg_info.writers]\npbr.json = pbr.pbr_json:write_pbr_json\n", "", (3, 9),
+     "(egg_info.writers: pbr.json)"),
+    ("hatch-vcs", "0.3.0", "[hatch]\nvcs = hatch_vcs.hooks\n", "", (3, 9), "(hatch: vcs)"),
+    # a setup keyword's handler runs only when the project's setup passes the keyword
+    ("cffi", "1.15.1", "[distutils.setup_keywords]\ncffi_modules = cffi.setuptools_ext:cffi_modules\n",
+     'setup(name="x", cffi_modules=["x/build.py:ffi"])\n', (3, 9), "(distutils.setup_keywords: cffi_modules)"),
+    ("cffi", "1.15.1", "[distutils.setup_keywords]\ncffi_modules = cffi.setuptools_ext:cffi_modules\n",
+     'setup(name="django", install_requires=["asgiref"])\n', (3, 9), None),          # django's venvs hold cffi
+    # a command class, when pip's build runs that command
+    ("shadow", "1.0", "[distutils.commands]\nbuild_py = shadow:build_py\n", "", (3, 9),
+     "(distutils.commands: build_py)"),
+    ("sphinx", "5.0.2", "[distutils.commands]\nbuild_sphinx = sphinx.setup_command:BuildDoc\n", "", (3, 9), None),
+    # controls: a console script, and a plugin the build requirements hold themselves
+    ("requests", "2.31.0", "[console_scripts]\nx = y:z\n", "", (3, 9), None),
+    ("wheel", "0.41.2", "[distutils.commands]\nbdist_wheel = wheel.bdist_wheel:bdist_wheel\n", "", (3, 9), None),
+])
+def test_the_build_isolation_stays_when_the_venv_holds_what_a_build_sees_beyond_its_requirements(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, version: str, entry_points: str,
+        setup_py: str, python: tuple[int, int], said: str | None) -> None:
+    """A build in the venv sees every installed distribution's plugins and the modules its backend imports
+    when present; the isolated build sees its requirements alone. Each kind that acts keeps the isolation."""
+    site, work = tmp_path / "site", tmp_path / "work"
+    work.mkdir()
+    (work / "setup.py").write_text(setup_py)
+    monkeypatch.setattr(instance_build, "WORK", str(work))
+    _dist_info(site, name, version, entry_points)
+    _dist_info(site, "pip", "23.2.1", "[console_scripts]\npip = pip._internal.cli.main:main\n")
+    real = metadata.distributions
+    monkeypatch.setattr(metadata, "distributions", lambda: real(path=[str(site)]))
+    found = instance_build._seen_by_the_build({"setuptools", "wheel"}, python)
+    assert (found is None) if said is None else (found is not None and said in found), found
 
 
 def test_pyproject_is_read_without_tomllib_through_pips_vendored_parser(
