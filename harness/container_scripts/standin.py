@@ -31,17 +31,21 @@ if TYPE_CHECKING:
 
 
 class Shim:
-    """One interpreter difference: `restore(module)` gives `module` the behaviour it had before `since`."""
+    """One interpreter difference: `restore(module)` gives `module` the behaviour it had before `since`,
+    after the module has run; or, with `around`, `around(module, run)` runs the module's code itself
+    (`run()`), for a difference the module meets while it is imported."""
 
-    __slots__ = ("name", "since", "module", "change", "restore")
+    __slots__ = ("name", "since", "module", "change", "restore", "around")
 
     def __init__(self, name: str, since: Version, module: str, change: str,
-                 restore: Callable[[ModuleType], None]) -> None:
+                 restore: Callable[[ModuleType], None] | None = None,
+                 around: Callable[[ModuleType, Callable[[], None]], None] | None = None) -> None:
         self.name = name          # as reports name it
         self.since = since        # the first minor version whose latest release behaves the new way
         self.module = module      # where the behaviour lives
         self.change = change      # the CPython change that made it (bpo / gh number)
         self.restore = restore
+        self.around = around
 
 
 def _short_description_first_line(case: ModuleType) -> None:
@@ -61,10 +65,91 @@ def _short_description_first_line(case: ModuleType) -> None:
     test_case.shortDescription = shortDescription
 
 
+class _CodeTypeMeta(type):
+    def __instancecheck__(cls, obj: object) -> bool:
+        return isinstance(obj, _CODE)
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        return issubclass(sub, _CODE)
+
+
+_CODE = type(_CodeTypeMeta.__instancecheck__.__code__)
+
+
+class CodeType37(metaclass=_CodeTypeMeta):
+    """`types.CodeType` as Python 3.7 takes it: 15 arguments, no `posonlyargcount` (PEP 570 put it second in
+    3.8). Called with 15, it makes the code object with `posonlyargcount` 0, as 3.7 did; with any other
+    number, as the running interpreter's. An instance check answers for real code objects. Named here at
+    module level so that a pickle that names it (cloudpickle reduces a code object to a call of its
+    module's `types.CodeType`) loads in every process of the venv, where this module is imported."""
+
+    def __new__(cls, *args: Any) -> Any:
+        if len(args) == 15:
+            args = (args[0], 0, *args[1:])
+        return _CODE(*args)
+
+
+CODE_TYPE_ERROR = "an integer is required (got type bytes)"     # 3.8+ reading 3.7's arguments: codestring as int
+
+
+def _code_type_of_3_7(module: ModuleType, run: Callable[[], None]) -> None:
+    """Old cloudpickle (before 1.1: scikit-learn 0.21's and joblib 0.13's vendored 0.6) builds code objects
+    with `types.CodeType`'s 3.7 arguments, at import (its cell-setting template) and when it loads a
+    pickled function: on 3.8 and later its import fails with "TypeError: an integer is required (got type
+    bytes)". Only a module whose import fails so is run again, with `types` as it imports it being the
+    standard module but for `CodeType37`; its picklers' dispatch tables then also take the real code type.
+    A cloudpickle that imports (1.1 on) is left exactly as it ran."""
+    try:
+        run()
+        return
+    except TypeError as exc:
+        if CODE_TYPE_ERROR not in str(exc):
+            raise
+    import types  # noqa: PLC0415 - only when the module met the difference
+
+    proxy = type(types)("types", types.__doc__)
+    proxy.__dict__.update({k: v for k, v in vars(types).items() if k not in ("__name__", "__doc__")})
+    proxy.CodeType = CodeType37      # type: ignore[attr-defined]
+    sys.modules["types"] = proxy
+    try:
+        run()
+    finally:
+        sys.modules["types"] = types
+    for value in list(vars(module).values()):
+        table = getattr(value, "dispatch", None) if isinstance(value, type) else None
+        if isinstance(table, dict) and CodeType37 in table:
+            table[_CODE] = table[CodeType37]
+
+
+def _queue_state_without_notempty(queues: ModuleType) -> None:
+    """`multiprocessing.queues.Queue._after_fork` of Python 3.8: a new condition for `_notempty`. Since
+    bpo-40089 (3.9.0) it re-initialises the one the queue has, and a queue rebuilt from a pickled state
+    without it (loky before 2.6, vendored by joblib 0.13 and scikit-learn 0.21: its `__setstate__` calls
+    `_after_fork`) fails in every worker with "'_SafeQueue' object has no attribute '_notempty'". A queue
+    that has one is reset exactly as the running interpreter does."""
+    queue: Any = queues.Queue
+    reset = queue._reset
+
+    def _reset(self: Any, after_fork: bool = False) -> None:
+        reset(self, after_fork=after_fork and hasattr(self, "_notempty"))
+
+    _reset.__qualname__ = "Queue._reset"
+    queue._reset = _reset
+
+
+# cloudpickle, where it was vendored before 1.1 (its releases of 2019-2020 and before; the standalone one too)
+OLD_CLOUDPICKLE = ("sklearn.externals.joblib.externals.cloudpickle.cloudpickle",
+                   "joblib.externals.cloudpickle.cloudpickle", "cloudpickle.cloudpickle")
+
 SHIMS: tuple[Shim, ...] = (
     # since 3.7, not 3.9: checked in the stdlib of 3.6.9 (old), 3.7.10 and 3.8.10 (new)
     Shim("unittest_short_description", (3, 7), "unittest.case", "bpo-39450 (gh-83631)",
          _short_description_first_line),
+    *(Shim("code_type_without_posonlyargcount", (3, 8), name, "bpo-36540 (PEP 570)", around=_code_type_of_3_7)
+      for name in OLD_CLOUDPICKLE),
+    # 3.9.0: the 3.8 and 3.9 branches' diff (quoted in joblib/loky#265) and the stand-in's 3.9.2
+    Shim("queue_after_fork_new_condition", (3, 9), "multiprocessing.queues", "bpo-40221 (gh-84402)",
+         _queue_state_without_notempty),
 )
 
 
@@ -100,9 +185,22 @@ class _Restoring:
         module.__loader__ = self.loader        # the module's own loader, as if no shim had looked
         if module.__spec__ is not None:
             module.__spec__.loader = self.loader
-        self.loader.exec_module(module)
+
+        def run() -> None:
+            self.loader.exec_module(module)
+
         for shim in self.shims:
-            shim.restore(module)
+            if shim.around is not None:
+                run = _wrapped(shim.around, module, run)
+        run()
+        for shim in self.shims:
+            if shim.restore is not None:
+                shim.restore(module)
+
+
+def _wrapped(around: Callable[[ModuleType, Callable[[], None]], None], module: ModuleType,
+             inner: Callable[[], None]) -> Callable[[], None]:
+    return lambda: around(module, inner)
 
 
 class _AfterImport:
@@ -137,10 +235,10 @@ def install(requested: str, running: Version | None = None) -> list[str]:
     pending: dict[str, list[Shim]] = {}
     for shim in shims:
         module = sys.modules.get(shim.module)
-        if module is not None:
-            shim.restore(module)
-        else:
+        if module is None:
             pending.setdefault(shim.module, []).append(shim)
+        elif shim.restore is not None:      # one met while importing: imported already, it had not failed
+            shim.restore(module)
     if pending:
         sys.meta_path.insert(0, _AfterImport(pending))
-    return [shim.name for shim in shims]
+    return list(dict.fromkeys(shim.name for shim in shims))

@@ -82,8 +82,11 @@ def build_instance(client: docker.DockerClient, env_tag: str, tag: str, repo_dir
     container = deployment.container
     try:
         t1 = time.monotonic()
+        # the system files are in place while the build runs (the stand-in's shims act on its import check)
+        # and before the layer script's snapshot, so that the layer takes them from `system_files` alone
         if not (container.put_archive("/opt/harness", _project_tar(packed))
-                and container.put_archive(INSTANCE_DIR, _steps_tar(files))):
+                and container.put_archive(INSTANCE_DIR, _steps_tar(files))
+                and (not system_files or container.put_archive("/", _system_tar(system_files)))):
             raise EnvironmentBuildError(f"copying the project into the build container of {tag} failed")
         _layer_step(container, tag, "before")
         t2 = time.monotonic()
@@ -141,11 +144,23 @@ def _layer(delta: bytes, packed: bytes, system_files: dict[str, bytes]) -> bytes
                 if prefix:
                     member.name = f"{prefix}/{member.name}"
                 tar.addfile(member, data)
-        for path, content in sorted(system_files.items()):
-            entry = tarfile.TarInfo(path.lstrip("/"))
-            entry.size, entry.mode, entry.mtime = len(content), 0o644, int(time.time())
-            tar.addfile(entry, io.BytesIO(content))
+        _add_system_files(tar, system_files)
     return buf.getvalue()
+
+
+def _system_tar(system_files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        _add_system_files(tar, system_files)
+    return buf.getvalue()
+
+
+def _add_system_files(tar: tarfile.TarFile, system_files: dict[str, bytes]) -> None:
+    """Root's regular files, read-only to others, at their absolute paths (relative in the archive)."""
+    for path, content in sorted(system_files.items()):
+        entry = tarfile.TarInfo(path.lstrip("/"))
+        entry.size, entry.mode, entry.mtime = len(content), 0o644, int(time.time())
+        tar.addfile(entry, io.BytesIO(content))
 
 
 def load_image(client: docker.DockerClient, parent: str, tag: str, layer: bytes, env: dict[str, str],

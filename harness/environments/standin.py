@@ -27,7 +27,7 @@ def stand_in(requested: str, used: str) -> bool:
 
 def shims(requested: str, used: str) -> tuple[str, ...]:
     """The names of the shims that make `used` behave as `requested` (none unless `requested` is older)."""
-    return tuple(shim.name for shim in shim_script.applicable(_version(requested), _version(used)))
+    return tuple(dict.fromkeys(shim.name for shim in shim_script.applicable(_version(requested), _version(used))))
 
 
 def standin_files(requested: str, used: str) -> dict[str, bytes]:

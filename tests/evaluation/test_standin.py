@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
+import zipfile
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -28,6 +29,8 @@ from sandbox.images import ensure_image
 from tests.evaluation.conftest import SWEBENCH_DATA, TEST_LABELS
 
 SHORT_DESCRIPTION = "unittest_short_description"
+CODE_TYPE = "code_type_without_posonlyargcount"
+QUEUE = "queue_after_fork_new_condition"
 DEMO_TEST = '''\
 import unittest
 
@@ -61,10 +64,11 @@ PYTEST_IDS = ["PASSED tests/test_demo.py::Described::test_on_the_first_line",
 
 
 def test_shims_apply_only_to_an_interpreter_newer_than_the_one_asked_for() -> None:
-    assert shims("3.6", "3.9") == shims("3.5", "3.11") == (SHORT_DESCRIPTION,)
+    assert shims("3.6", "3.9") == shims("3.5", "3.11") == (SHORT_DESCRIPTION, CODE_TYPE, QUEUE)
     # bpo-39450 reached 3.7 and 3.8 in bug-fix releases: django 4.0's published lists (made on 3.8) name
-    # such tests by their docstrings, as 3.9 does
-    assert shims("3.7", "3.9") == shims("3.8", "3.9") == ()
+    # such tests by their docstrings, as 3.9 does; PEP 570's code objects came with 3.8
+    assert shims("3.7", "3.9") == (CODE_TYPE, QUEUE) and shims("3.8", "3.9") == (QUEUE,)
+    assert shims("3.9", "3.11") == ()
     assert shims("3.9", "3.9") == shims("3.10", "3.9") == shims("3.9", "3.11") == ()
     assert stand_in("3.6", "3.9") and stand_in("3.10", "3.9") and not stand_in("3.9", "3.9.2")
     files = standin_files("3.6", "3.9")
@@ -96,13 +100,111 @@ def test_the_shim_patches_unittest_lazily_in_a_fresh_interpreter(tmp_path: Path)
     shimmed = _unittest_on_the_host("3.6", tmp_path)
     assert shimmed.returncode == 0, shimmed.stderr
     # nothing imported ahead: unittest is not in sys.modules after install, only patched once imported
-    assert shimmed.stdout == f"[{SHORT_DESCRIPTION!r}] False\n"
+    assert shimmed.stdout == f"[{SHORT_DESCRIPTION!r}, {CODE_TYPE!r}, {QUEUE!r}] False\n"
     assert "Docstring whose text" not in shimmed.stderr and "test_on_the_next_line" in shimmed.stderr
     plain = _unittest_on_the_host(None, tmp_path)            # control: the interpreter's own behaviour
     assert plain.returncode == 0 and "Docstring whose text starts on the line after its quotes." in plain.stderr
     same = _unittest_on_the_host("3.9", tmp_path)            # no shim for the version that is running
     assert same.stdout == "[] False\n" and "Docstring whose text starts" in same.stderr
 
+
+CLOUDPICKLE_PROBE = """
+import sys
+sys.path[:0] = ["/workspace/shim", "/workspace/site"]
+import standin
+print(standin.install(sys.argv[1]))
+try:
+    import cloudpickle
+except TypeError as exc:
+    print("import failed:", exc)
+    raise SystemExit(0)
+import pickle, subprocess, types
+from cloudpickle import cloudpickle as module
+print("proxy" if module.types is not types else "standard types")
+def outer():
+    base = 40
+    return lambda x: x + base + 1        # a closure: cloudpickle sets its cell with its template code
+data = cloudpickle.dumps(outer())
+child = ("import sys; sys.path[:0] = ['/workspace/shim', '/workspace/site']; import standin; "
+         "standin.install(sys.argv[1]); import pickle; print(pickle.loads(sys.stdin.buffer.read())(1))")
+loaded = subprocess.run([sys.executable, "-c", child, sys.argv[1]], input=data, capture_output=True)
+print(loaded.stdout.decode().strip())
+print(isinstance(outer.__code__, module.types.CodeType), module.types.CodeType is types.CodeType)
+"""
+
+
+def _wheel(name: str, version: str, into: Path) -> None:
+    """`name` `version` from PyPI, unpacked into `into/site` (a wheel is a zip of the importable files)."""
+    got = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "-d",
+                          str(into / "dl"), f"{name}=={version}"], capture_output=True, text=True, timeout=300)
+    assert got.returncode == 0, got.stderr[-2000:]
+    with zipfile.ZipFile(next((into / "dl").glob("*.whl"))) as wheel:
+        wheel.extractall(into / "site")
+
+
+@pytest.mark.parametrize("version, requested, said", [
+    # scikit-learn 0.21 and joblib 0.13 vendor cloudpickle 0.6.1: on 3.9 its import fails
+    ("0.6.1", "3.6", [str([SHORT_DESCRIPTION, CODE_TYPE, QUEUE]), "proxy", "42", "True False"]),
+    ("0.6.1", "3.9", ["[]", "import failed: an integer is required (got type bytes)"]),     # control: no shim
+    # a cloudpickle that imports on 3.9 runs as it is, shim or not
+    ("1.6.0", "3.6", [str([SHORT_DESCRIPTION, CODE_TYPE, QUEUE]), "standard types", "42", "True True"]),
+])
+def test_old_cloudpickle_imports_and_round_trips_a_closure_on_the_stand_in(
+        tmp_path: Path, docker_client: DockerClient, version: str, requested: str, said: list[str]) -> None:
+    """The real cloudpickle release from PyPI, in a sandbox of the Python 3.9 image: a closure pickled, then
+    loaded in a fresh process of the same interpreter (as joblib's workers do)."""
+    project = tmp_path / "p"
+    (project / "shim").mkdir(parents=True)
+    (project / "shim" / "standin.py").write_text(Path(container_standin.__file__).read_text())
+    (project / "probe.py").write_text(CLOUDPICKLE_PROBE)
+    _wheel("cloudpickle", version, project)
+    with ExitStack() as stack:
+        box = _sandbox(stack, ensure_image(python="3.9"), project)
+        ran = box.exec(f"python3 probe.py {requested}", timeout=120)
+    assert ran.exit_code == 0, ran.stderr.text[-2000:]
+    assert ran.stdout.text.splitlines() == said, ran.stdout.text + ran.stderr.text[-2000:]
+
+JOBLIB_PROBE = """
+def outer():
+    base = 40
+    return lambda x: x + base        # a closure, pickled by value to the workers
+try:
+    from joblib import Parallel, delayed
+    print(Parallel(n_jobs=2, backend="loky")(delayed(outer())(i) for i in range(4)))
+except Exception as exc:
+    print(type(exc).__name__)
+"""
+# the shims for the requested version at every interpreter start (joblib's workers are fresh ones), as the
+# venv's .pth installs them; a control leaves one of them out
+SITECUSTOMIZE = """import os, sys, standin
+standin.install(os.environ["HARNESS_TEST_REQUESTED"])
+for finder in sys.meta_path:
+    getattr(finder, "pending", {}).pop(os.environ.get("HARNESS_TEST_LEAVE_OUT", ""), None)
+"""
+
+
+@pytest.mark.parametrize("requested, leave_out, said", [
+    ("3.6", "-", "[40, 41, 42, 43]"),
+    ("3.6", "multiprocessing.queues", "TerminatedWorkerError"),     # control: the workers cannot rebuild queues
+    ("3.9", "-", "TypeError"),                                       # control: no shim; cloudpickle's import
+])
+def test_joblib_0_13_runs_a_closure_in_loky_workers_on_the_stand_in(
+        tmp_path: Path, docker_client: DockerClient, requested: str, leave_out: str, said: str) -> None:
+    """joblib 0.13.2 from PyPI (scikit-learn 0.21 vendors the same joblib, its cloudpickle 0.6.1 and its
+    loky): `Parallel(n_jobs=2)` of a closure in a sandbox of the 3.9 image, as scikit-learn 0.21's
+    `test_feature_union_parallel` runs it; both shims act (cloudpickle's code objects, loky's queues)."""
+    project = tmp_path / "p"
+    (project / "shim").mkdir(parents=True)
+    (project / "shim" / "standin.py").write_text(Path(container_standin.__file__).read_text())
+    (project / "shim" / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    (project / "probe.py").write_text(JOBLIB_PROBE)
+    _wheel("joblib", "0.13.2", project)
+    with ExitStack() as stack:
+        box = _sandbox(stack, ensure_image(python="3.9"), project)
+        ran = box.exec(f"PYTHONPATH=/workspace/shim:/workspace/site HARNESS_TEST_REQUESTED={requested} "
+                       f"HARNESS_TEST_LEAVE_OUT={leave_out} python3 probe.py", timeout=300)
+    assert ran.exit_code == 0, ran.stderr.text[-2000:]
+    assert ran.stdout.text.splitlines()[-1] == said, ran.stdout.text + ran.stderr.text[-3000:]
 
 def _sandbox(stack: ExitStack, image: str, project: Path) -> DockerSandbox:
     """A started sandbox of `image` holding `project`, closed when `stack` closes."""
