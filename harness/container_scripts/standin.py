@@ -89,7 +89,8 @@ class CodeType37(metaclass=_CodeTypeMeta):
         return _CODE(*args)
 
 
-CODE_TYPE_ERROR = "an integer is required (got type bytes)"     # 3.8+ reading 3.7's arguments: codestring as int
+# 3.8+ reading 3.7's arguments (the code string where an int goes): 3.8 and 3.9 say the first, 3.10 on the second
+CODE_TYPE_ERRORS = ("an integer is required (got type bytes)", "'bytes' object cannot be interpreted as an integer")
 
 
 def _code_type_of_3_7(module: ModuleType, run: Callable[[], None]) -> None:
@@ -103,7 +104,7 @@ def _code_type_of_3_7(module: ModuleType, run: Callable[[], None]) -> None:
         run()
         return
     except TypeError as exc:
-        if CODE_TYPE_ERROR not in str(exc):
+        if not any(said in str(exc) for said in CODE_TYPE_ERRORS):
             raise
     import types  # noqa: PLC0415 - only when the module met the difference
 
