@@ -242,6 +242,8 @@ IN_FUNCTION_IMPORTS = {
         "the venv's own pip, which may lack it: the build-isolation check keeps the isolation then",
     "harness.container_scripts.instance_build -> pip._vendor.packaging.version":
         "the venv's own pip, which may lack it: the build-isolation check keeps the isolation then",
+    "harness.container_scripts.standin -> types":
+        "run at every start of a stand-in venv's interpreter (a .pth): only a module that met the difference needs it",
     "sandbox.server.files -> hashlib": "the channel server's start-up in the sandbox, paid by every session",
     "sandbox.server.files -> subprocess": "the channel server's start-up in the sandbox, paid by every session",
     "sandbox.server.files -> tarfile": "the channel server's start-up in the sandbox, paid by every session",
