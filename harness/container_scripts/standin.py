@@ -124,10 +124,11 @@ def _code_type_of_3_7(module: ModuleType, run: Callable[[], None]) -> None:
 
 def _queue_state_without_notempty(queues: ModuleType) -> None:
     """`multiprocessing.queues.Queue._after_fork` of Python 3.8: a new condition for `_notempty`. Since
-    bpo-40089 (3.9.0) it re-initialises the one the queue has, and a queue rebuilt from a pickled state
-    without it (loky before 2.6, vendored by joblib 0.13 and scikit-learn 0.21: its `__setstate__` calls
-    `_after_fork`) fails in every worker with "'_SafeQueue' object has no attribute '_notempty'". A queue
-    that has one is reset exactly as the running interpreter does."""
+    bpo-40221 (3.9.0) it re-initialises the one the queue has, and a queue rebuilt from a pickled state
+    without it (old loky, vendored by joblib 0.13 and scikit-learn 0.21: its `__setstate__` calls
+    `_after_fork`; loky's own fix for 3.9 is joblib/loky#265) fails in every worker with "'_SafeQueue'
+    object has no attribute '_notempty'". A queue that has one is reset exactly as the running
+    interpreter does."""
     queue: Any = queues.Queue
     reset = queue._reset
 

@@ -65,7 +65,7 @@ def resolved_pins(task: Task, env: Environment, progress: Progress, forward: Col
             tree_own = [*unedited.texts(), *build_requires(task.repo_dir)]
         else:
             tree_own = requirements
-        pins, requirements = _keep_pins_of_other_trees(task, pins, requirements, tree_own, progress)
+        requirements = _keep_pins_of_other_trees(task, pins, requirements, tree_own, progress)
     pins = _yield_to_declarations(task, pins, requirements, progress)
     own = tree_version(task.repo_dir)
     project = own.pin() if own is not None else ""
@@ -118,9 +118,9 @@ def forward_or_leave_out(task: Task, env: Environment, progress: Progress, forwa
 
 
 def _keep_pins_of_other_trees(task: Task, pins: Collection[str], requirements: Collection[str],
-                              tree_own: Collection[str], progress: Progress) -> tuple[list[str], list[str]]:
-    """(pins, requirements): a recipe's exact pin that the tree's own declarations exclude (not its
-    pre-install edits) stays, and the declarations that exclude it leave the resolution.
+                              tree_own: Collection[str], progress: Progress) -> list[str]:
+    """`requirements` without those that exclude a recipe's exact pin in the tree's own declarations (not
+    its pre-install edits): the pin stays, and they leave the resolution.
 
     The lock of a version is made from one tree (its environment_setup_commit), and the official
     environment of the version holds the recipe's pins; each row's own `pip install -e .` then replaces a
@@ -130,16 +130,12 @@ def _keep_pins_of_other_trees(task: Task, pins: Collection[str], requirements: C
     recipe's own edits exclude (sphinx 3.x: Jinja2==3.0.3 against the `Jinja2<3.0` its sed writes) is
     excluded in every row, and `_yield_to_declarations` gives it way."""
     excluded = _excluding(task, pins, tree_own)
-    if not excluded:
-        return list(pins), list(requirements)
-    dropped: set[str] = set()
     for pin, against in excluded.items():
         progress(f"{task.id}: the recipe pins {pin}, which this tree's own requirement {against} excludes; the "
                  "version's environment keeps the pin as the official one does (a row whose tree excludes it "
                  "gets the release it needs from the lock's row wheels)")
-        dropped.add(requirement_name(pin))
-    kept = [text for text in requirements if not _names_any(text, dropped)]
-    return list(pins), kept
+    dropped = {requirement_name(pin) for pin in excluded}
+    return [text for text in requirements if not _names_any(text, dropped)]
 
 
 def _names_any(text: str, names: Collection[str]) -> bool:
